@@ -1,0 +1,109 @@
+"""From a checkpoint to prefill.onnx + decode.onnx + one shared weights file, checked structurally."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import onnx
+import onnx_ir as ir
+
+from exporters.graph_module import is_tied
+from exporters.simplify import simplify_graph
+from exporters.trace import trace_graph
+from exporters.transforms import (
+    check_io,
+    check_opset,
+    check_tied_head,
+    name_dimensions,
+    set_min_ir_version,
+    strip_metadata,
+)
+from exporters.weights import WeightsIndex, externalize_shared_weights
+from gpt2_onnx import __version__
+from gpt2_onnx.config import ModelDims
+from gpt2_onnx.errors import ExportError
+from gpt2_onnx.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
+from gpt2_onnx.progress import Stages
+
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel
+
+__all__ = ["EMBEDDING", "ExportedGraphs", "export_graphs"]
+
+log = logging.getLogger(__name__)
+
+EMBEDDING = "transformer.wte.weight"  # the initializer the embedding Gather and (tied) head Gemm share
+
+
+@dataclass(frozen=True)
+class ExportedGraphs:
+    """What :func:`export_graphs` wrote: file names per graph, the weights index and the IR version."""
+
+    files: dict[GraphKind, str]
+    weights: WeightsIndex
+    ir_version: int
+    tied_head: bool
+
+
+def _finalize(proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, all_logits: bool, export_id: str) -> onnx.ModelProto:
+    inputs = graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)
+    outputs = graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, all_logits)
+    proto = set_min_ir_version(name_dimensions(strip_metadata(proto), inputs, outputs))
+    proto.producer_name, proto.producer_version = "gpt2-onnx", __version__
+    del proto.metadata_props[:]
+    for key, value in {"gpt2_onnx.graph": kind, "gpt2_onnx.export_id": export_id}.items():
+        proto.metadata_props.add(key=key, value=value)
+    check_io(proto, inputs, outputs, kind)
+    return proto
+
+
+def _check_structure(proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, opset: int, tied: bool) -> None:
+    check_opset(proto, opset, kind)
+    check_tied_head(proto, dims, tied, EMBEDDING, kind)
+
+
+def export_graphs(
+    model: GPT2LMHeadModel,
+    dims: ModelDims,
+    folder: Path,
+    *,
+    opset: int,
+    all_logits: bool,
+    simplify: bool,
+    export_id: str,
+    stages: Stages,
+) -> ExportedGraphs:
+    """Trace both graphs, write the shared weights file and both graphs into ``folder``, and check each graph.
+
+    Checks: the I/O contract, the opset import, one tied [vocab × d] initializer read by Gather and Gemm(transB=1),
+    and ``onnx.checker.check_model(full_check=True)``.
+    """
+    tied = is_tied(model)
+    traced: dict[GraphKind, ir.Model] = {}
+    for kind in GRAPHS:
+        with stages.stage(f"trace {kind}"):
+            traced[kind] = trace_graph(model, kind, dims, opset, all_logits)
+    with stages.stage("save weights"):
+        weights = externalize_shared_weights(traced, folder, WEIGHTS_FILE)
+        protos = {kind: _finalize(ir.serde.serialize_model(m), kind, dims, all_logits, export_id) for kind, m in traced.items()}
+        del traced
+    for kind, proto in protos.items():
+        _check_structure(proto, kind, dims, opset, tied)  # before simplify too: the trace itself must be right
+    if simplify:
+        with stages.stage("simplify"):
+            protos = {kind: simplify_graph(proto, folder, weights) for kind, proto in protos.items()}
+    with stages.stage("save graphs"):
+        for kind, proto in protos.items():
+            _check_structure(proto, kind, dims, opset, tied)
+            onnx.save_model(proto, folder / GRAPH_FILES[kind])
+    with stages.stage("check graphs"):
+        for kind in GRAPHS:
+            try:
+                onnx.checker.check_model(str(folder / GRAPH_FILES[kind]), full_check=True)
+            except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+                raise ExportError(f"{GRAPH_FILES[kind]} fails onnx.checker: {str(exc).splitlines()[0]}") from exc
+    ir_version = next(iter(protos.values())).ir_version
+    return ExportedGraphs(dict(GRAPH_FILES), weights, ir_version, tied)

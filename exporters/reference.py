@@ -1,0 +1,83 @@
+"""The source model as the parity reference: transformers' GPT2LMHeadModel (eager attention), numpy in and out.
+
+Only full-sequence forwards and transformers' own ``generate`` are used, so the reference never depends on how a
+transformers release feeds a KV cache back in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel
+
+__all__ = ["ReferenceModel", "ReferenceOutputs"]
+
+
+@dataclass(frozen=True)
+class ReferenceOutputs:
+    logits: np.ndarray  # (B, T, V) float32
+    keys: list[np.ndarray]  # per layer (B, nh, T, hs)
+    values: list[np.ndarray]  # per layer (B, nh, T, hs)
+
+    def positions(self, span: slice) -> ReferenceOutputs:
+        """The outputs for a span of positions (logits and every layer's keys and values)."""
+        return ReferenceOutputs(
+            logits=self.logits[:, span],  # (B, t, V)
+            keys=[k[:, :, span] for k in self.keys],  # (B, nh, t, hs)
+            values=[v[:, :, span] for v in self.values],
+        )
+
+
+def _cache_tensors(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    if hasattr(cache, "layers"):  # transformers >= 4.56 DynamicCache
+        return [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers]
+    return [layer[0] for layer in cache], [layer[1] for layer in cache]  # legacy tuples
+
+
+class ReferenceModel:
+    """Runs the source model on numpy inputs."""
+
+    def __init__(self, model: GPT2LMHeadModel) -> None:
+        self.model = model.eval()
+
+    @torch.no_grad()
+    def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> ReferenceOutputs:
+        """Full-sequence forward: logits at every position and the KV cache it builds."""
+        out = self.model(
+            input_ids=torch.from_numpy(input_ids),  # (B, T)
+            attention_mask=torch.from_numpy(attention_mask),  # (B, T)
+            position_ids=torch.from_numpy(position_ids),  # (B, T)
+            use_cache=True,
+        )
+        keys, values = _cache_tensors(out.past_key_values)
+        return ReferenceOutputs(
+            logits=out.logits.float().numpy(),
+            keys=[k.float().numpy() for k in keys],
+            values=[v.float().numpy() for v in values],
+        )
+
+    @torch.no_grad()
+    def greedy(self, input_ids: np.ndarray, attention_mask: np.ndarray, max_new_tokens: int, eos_token_id: int | None) -> np.ndarray:
+        """transformers' ``generate(do_sample=False)``: the new tokens only, (B, N); rows that stop early are padded
+        with the EOS id, as transformers does."""
+        from transformers import GenerationConfig
+
+        # A fresh config: plain greedy, whatever processors the checkpoint's generation_config.json asks for.
+        config = GenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_token_id,
+            pad_token_id=eos_token_id if eos_token_id is not None else 0,
+        )
+        out = self.model.generate(
+            input_ids=torch.from_numpy(input_ids),
+            attention_mask=torch.from_numpy(attention_mask),
+            generation_config=config,
+        )
+        return out[:, input_ids.shape[1] :].numpy()

@@ -1,0 +1,228 @@
+"""Load the source model: a local GPT2LMHeadModel folder, a Hugging Face Hub id, or ``random:NAME``.
+
+Checkpoints load from safetensors, or from a pickle only through ``torch.load(weights_only=True)``; no code from a
+checkpoint ever runs. A checkpoint that leaves weights uninitialised is refused rather than exported with random
+values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from exporters.random_models import build_random_model, random_preset_name
+from exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
+from gpt2_onnx.config import ModelDims
+from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
+
+__all__ = ["SourceModel", "load_source", "load_tokenizer", "model_dims"]
+
+log = logging.getLogger(__name__)
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+_OFFLINE_CHOICES = "offline choices: a local folder (--model ./my-gpt2) or random weights (--model random:gpt2)"
+# Keys a GPT-2 checkpoint may lack without harm: the tied head, and causal-mask buffers older releases saved.
+_OPTIONAL_KEYS = re.compile(r"^(lm_head\.weight|.*attn\.(masked_)?bias)$")
+# Exceptions transformers, safetensors and torch raise for unreadable checkpoints.
+_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, RuntimeError, KeyError, EOFError)
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """A loaded checkpoint with its tokenizer and where it came from."""
+
+    model: GPT2LMHeadModel  # eval mode, float32, eager attention
+    tokenizer: PreTrainedTokenizerBase
+    source: str  # what --model said
+    seed: int | None  # for random:NAME
+    revision: str | None
+
+    @property
+    def dims(self) -> ModelDims:
+        return model_dims(self.model)
+
+    @property
+    def tied_head(self) -> bool:
+        """True when the LM head is the token embedding itself (the same tensor, not a copy)."""
+        head = self.model.lm_head.weight
+        return head is self.model.transformer.wte.weight or head.data_ptr() == self.model.transformer.wte.weight.data_ptr()
+
+
+def model_dims(model: GPT2LMHeadModel) -> ModelDims:
+    config = model.config
+    return ModelDims(
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        n_embd=config.n_embd,
+        vocab_size=model.transformer.wte.weight.shape[0],
+        n_positions=config.n_positions,
+    )
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or "\\" in spec or os.path.exists(spec) or not _HUB_ID.match(spec)
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ModelLoadError(f"'{folder}' has no config.json; pass a Hugging Face model folder, a hub id or random:NAME")
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"cannot read {config_file}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{config_file} is not a JSON object")
+    return data
+
+
+def _check_architecture(config: dict[str, Any], where: str) -> None:
+    model_type = config.get("model_type")
+    architectures = config.get("architectures") or []
+    if model_type != "gpt2":
+        arch = ", ".join(architectures) or "no architectures listed"
+        raise UnsupportedModelError(
+            f"'{where}' is a {model_type or 'unknown'} model ({arch}); gpt2-onnx exports GPT-2 (GPT2LMHeadModel) only"
+        )
+    if architectures and not {"GPT2LMHeadModel", "GPT2Model"} & set(architectures):
+        raise UnsupportedModelError(
+            f"'{where}' is a {', '.join(architectures)}; gpt2-onnx exports GPT-2 language models (GPT2LMHeadModel)"
+        )
+    if config.get("add_cross_attention"):
+        raise UnsupportedModelError(f"'{where}' has cross-attention layers; gpt2-onnx exports decoder-only GPT-2")
+
+
+def _weights_kind(folder: Path) -> str:
+    if any(folder.glob("*.safetensors")) or (folder / "model.safetensors.index.json").is_file():
+        return "safetensors"
+    if any(folder.glob("pytorch_model*.bin")):
+        return "pickle"
+    raise ModelLoadError(f"'{folder}' has no weights (model.safetensors or pytorch_model.bin)")
+
+
+def _from_pretrained(where: str, use_safetensors: bool | None, revision: str | None, **kwargs: Any) -> GPT2LMHeadModel:
+    from transformers import GPT2LMHeadModel
+
+    try:
+        model, info = GPT2LMHeadModel.from_pretrained(
+            where,
+            revision=revision,
+            use_safetensors=use_safetensors,
+            weights_only=True,  # a pickle may hold tensors only; never code
+            attn_implementation="eager",  # the reference semantics, reorder_and_upcast_attn included
+            output_loading_info=True,
+            dtype="float32",
+            **kwargs,
+        )
+    except _READ_ERRORS as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load the checkpoint '{where}': {first_line}") from exc
+    missing = [key for key in info.get("missing_keys", []) if not _OPTIONAL_KEYS.match(key)]
+    mismatched = info.get("mismatched_keys", [])
+    if missing or mismatched:
+        bad = ", ".join(sorted(map(str, missing + list(mismatched)))[:5])
+        raise ModelLoadError(f"the checkpoint '{where}' lacks or mismatches weights ({bad}); refusing to export them random")
+    return model.eval()
+
+
+def _hub_reachable(timeout_s: float = 5.0) -> bool:
+    """A quick TCP probe of the Hub endpoint, so an offline machine gets an answer at once, not after retries."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _load_from_hub(hub_id: str, revision: str | None) -> GPT2LMHeadModel:
+    try:  # the local cache first: works offline once downloaded
+        return _from_pretrained(hub_id, None, revision, local_files_only=True)
+    except ModelLoadError:
+        pass
+    if not _hub_reachable():
+        raise HubUnreachableError(
+            f"'{hub_id}' is not a local folder and the Hugging Face Hub cannot be reached (nor is it cached); "
+            f"{_OFFLINE_CHOICES}"
+        )
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(hub_id, revision=revision).to_dict()
+    except _READ_ERRORS as exc:
+        raise ModelLoadError(f"cannot fetch '{hub_id}' from the Hugging Face Hub: {str(exc).splitlines()[0]}") from exc
+    _check_architecture(config, hub_id)
+    return _from_pretrained(hub_id, None, revision)
+
+
+def load_tokenizer(spec: str, revision: str | None = None) -> PreTrainedTokenizerBase:
+    """A fast tokenizer from a folder, a hub id, or ``packaged:gpt2`` (the real GPT-2 BPE files, offline)."""
+    if spec == PACKAGED_TOKENIZER:
+        return load_packaged_gpt2_tokenizer()
+    from transformers import AutoTokenizer
+
+    local = _looks_like_path(spec)
+    if local and not Path(spec).expanduser().is_dir():
+        raise ModelLoadError(f"tokenizer folder '{spec}' does not exist")
+    if not local and not _hub_reachable():
+        try:
+            return AutoTokenizer.from_pretrained(spec, revision=revision, local_files_only=True)
+        except _READ_ERRORS as exc:
+            raise HubUnreachableError(
+                f"tokenizer '{spec}' is not cached and the Hugging Face Hub cannot be reached; "
+                f"use --tokenizer {PACKAGED_TOKENIZER} (the real GPT-2 BPE files, offline)"
+            ) from exc
+    try:
+        return AutoTokenizer.from_pretrained(str(Path(spec).expanduser()) if local else spec, revision=revision)
+    except _READ_ERRORS as exc:
+        raise ModelLoadError(
+            f"no usable tokenizer in '{spec}' ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            f"pass --tokenizer FOLDER or --tokenizer {PACKAGED_TOKENIZER}"
+        ) from exc
+
+
+def load_source(spec: str, seed: int = 0, tokenizer: str | None = None, revision: str | None = None) -> SourceModel:
+    """Load ``spec`` (folder, hub id or random:NAME) and its tokenizer (or ``tokenizer`` when given)."""
+    preset = random_preset_name(spec)
+    if preset is not None:
+        model = build_random_model(preset, seed).eval()
+        model.config._attn_implementation = "eager"
+        tok = load_tokenizer(tokenizer or PACKAGED_TOKENIZER)
+        _check_vocab(model, tok, spec)
+        return SourceModel(model, tok, spec, seed, None)
+    if _looks_like_path(spec):
+        folder = Path(spec).expanduser()
+        if not folder.is_dir():
+            raise ModelLoadError(f"model folder '{spec}' does not exist")
+        _check_architecture(_read_config(folder), spec)
+        kind = _weights_kind(folder)
+        model = _from_pretrained(str(folder), kind == "safetensors", None, local_files_only=True)
+        tok = load_tokenizer(tokenizer or str(folder))
+    else:
+        model = _load_from_hub(spec, revision)
+        tok = load_tokenizer(tokenizer or spec, revision)
+    _check_vocab(model, tok, spec)
+    return SourceModel(model, tok, spec, None, revision)
+
+
+def _check_vocab(model: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerBase, spec: str) -> None:
+    vocab_rows = model.transformer.wte.weight.shape[0]
+    if len(tokenizer) > vocab_rows:
+        raise ModelLoadError(
+            f"the tokenizer of '{spec}' has {len(tokenizer)} tokens but the model's embedding only {vocab_rows} rows"
+        )

@@ -1,0 +1,101 @@
+"""The ``gpt2-onnx`` command line.
+
+Library errors (:class:`~gpt2_onnx.errors.Gpt2OnnxError`) become one-line messages and exit codes here and only
+here; an unexpected exception is one line too unless ``--verbose`` asks for the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from types import FrameType
+from typing import Any
+
+import click
+
+from gpt2_onnx import __version__
+from gpt2_onnx.errors import Gpt2OnnxError
+
+__all__ = ["cli", "main"]
+
+EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70
+_NOISY_LOGGERS = ("transformers", "torch", "torch.onnx", "onnxscript", "onnx_ir", "huggingface_hub", "onnxruntime")
+
+
+def _quiet_libraries() -> None:
+    """Keep the libraries' chatter (progress bars, deprecation notes about their own internals) off the terminal.
+
+    transformers and huggingface_hub read these variables when they are imported, which happens later and lazily.
+    """
+    for name in _NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+class Gpt2OnnxGroup(click.Group):
+    """A click group that turns library errors into one-line messages with their exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        verbose = bool(ctx.params.get("verbose"))
+        try:
+            return super().invoke(ctx)
+        except Gpt2OnnxError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # a bug: one line by default, the traceback with --verbose
+            if verbose:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            click.echo(f"Internal error: {type(exc).__name__}: {first} (rerun with --verbose for details)", err=True)
+            ctx.exit(EXIT_INTERNAL)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # unwinds through the same clean-up as Ctrl-C (no half-written export folder)
+
+
+@click.group(cls=Gpt2OnnxGroup, context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPT2_ONNX"})
+@click.version_option(__version__, "--version", prog_name="gpt2-onnx")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress details and show tracebacks of internal errors.")
+def cli(verbose: bool) -> None:
+    """Export GPT-2 to ONNX, run it with ONNX Runtime, and prove the two compute the same thing.
+
+    \b
+    Examples:
+      gpt2-onnx export --model random:gpt2 --seed 0 -o out     # offline, GPT-2-small dimensions
+      gpt2-onnx run out -p "The meaning of life is" --max-new-tokens 40
+      gpt2-onnx verify out
+    """
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        _quiet_libraries()
+
+
+def _register() -> None:
+    from gpt2_onnx.cli.export_cmd import export
+
+    cli.add_command(export)
+    for module, name in (("run_cmd", "run"), ("verify_cmd", "verify"), ("bench_cmd", "bench")):
+        try:
+            command = getattr(__import__(f"gpt2_onnx.cli.{module}", fromlist=[name]), name)
+        except ModuleNotFoundError:
+            continue
+        cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    signal.signal(signal.SIGTERM, _terminate)
+    cli.main(prog_name="gpt2-onnx")

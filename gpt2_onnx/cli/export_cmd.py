@@ -1,0 +1,76 @@
+"""``gpt2-onnx export``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
+
+__all__ = ["export"]
+
+
+class StageDisplay:
+    """Shows each stage on one line of stderr: its name when it starts, its time when it ends."""
+
+    def __init__(self) -> None:
+        self.line_open = False
+
+    def __call__(self, name: str, event: str, elapsed: float) -> None:
+        if event == "start":
+            click.echo(f"  {name:<28}", nl=False, err=True)
+            self.line_open = True
+        else:
+            click.echo(f"{elapsed:7.1f} s", err=True)
+            self.line_open = False
+
+    def close_line(self) -> None:
+        """End a stage line cut short by an error, so the error message starts a line of its own."""
+        if self.line_open:
+            click.echo("", err=True)
+            self.line_open = False
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
+@click.command()
+@click.option("-m", "--model", default=DEFAULT_MODEL, show_default=True, help="Local folder, Hugging Face Hub id, or random:NAME (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, tiny).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("gpt2-onnx-out"), show_default=True, help="Export folder to create.")
+@click.option("--opset", type=int, default=DEFAULT_OPSET, show_default=True, help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random:NAME weights.")
+@click.option("--tokenizer", default=None, help="Tokenizer source if not the model's: folder, hub id, or packaged:gpt2 (offline GPT-2 BPE).")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--all-logits", is_flag=True, help="Prefill returns logits for every position (scoring), not only the last.")
+@click.option("--simplify", is_flag=True, help="Run onnxsim on both graphs (the tie and the shared weights file are kept).")
+@click.option("--force", is_flag=True, help="Replace a non-empty output folder, once the new export is complete and checked.")
+@click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
+def export(model: str, output: Path, opset: int, seed: int, tokenizer: str | None, revision: str | None, all_logits: bool, simplify: bool, force: bool, no_check: bool) -> None:
+    """Export a GPT-2 checkpoint to prefill.onnx + decode.onnx sharing one weights file.
+
+    \b
+    Examples:
+      gpt2-onnx export --opset 17 -o gpt2-onnx-out            # openai-community/gpt2 from the Hub
+      gpt2-onnx export --model ./my-finetuned-gpt2 -o out
+      gpt2-onnx export --model random:gpt2 --seed 0 -o out   # offline
+    """
+    from gpt2_onnx.export import export_model
+
+    options = ExportOptions(model=model, output=output, opset=opset, seed=seed, tokenizer=tokenizer, revision=revision, all_logits=all_logits, simplify=simplify, force=force, check=not no_check)
+    click.echo(f"Exporting {model} to {output} (opset {opset})", err=True)
+    display = StageDisplay()
+    try:
+        result = export_model(options, display)
+    finally:
+        display.close_line()
+    manifest = result.manifest
+    weights = manifest.files[manifest.weights_file].size
+    click.echo(
+        f"Wrote {result.folder}: {', '.join(r.file for r in manifest.graphs.values())} + {manifest.weights_file} "
+        f"({_megabytes(weights)}; graphs and weights {_megabytes(result.graph_and_weight_bytes)}, "
+        f"{result.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
+    )
+    if result.report is not None:
+        click.echo(f"Parity with the source model: {result.report.summary()}")

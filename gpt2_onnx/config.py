@@ -1,0 +1,78 @@
+"""Frozen configuration passed explicitly between the stages: model dimensions and export options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpt2_onnx.errors import UnsupportedOpsetError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_OPSET",
+    "SUPPORTED_OPSETS",
+    "ExportOptions",
+    "ModelDims",
+    "check_opset",
+]
+
+DEFAULT_MODEL = "openai-community/gpt2"
+DEFAULT_OPSET = 17
+SUPPORTED_OPSETS = range(17, 22)  # 17..21; 17 brings LayerNormalization, the oldest we need
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The dimensions of a GPT-2 model, as the graphs and the runtime see them."""
+
+    n_layer: int  # transformer blocks
+    n_head: int  # attention heads per block
+    n_embd: int  # hidden size d
+    vocab_size: int  # rows of the token embedding (= columns of the logits)
+    n_positions: int  # longest sequence the position embedding covers
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+
+def check_opset(opset: int) -> int:
+    """Return ``opset`` if supported, else raise :class:`UnsupportedOpsetError`."""
+    if opset not in SUPPORTED_OPSETS:
+        raise UnsupportedOpsetError(
+            f"opset {opset} is not supported; choose {SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}"
+        )
+    return opset
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What ``gpt2-onnx export`` was asked to do."""
+
+    model: str = DEFAULT_MODEL  # local folder, hub id, or random:NAME
+    output: Path = Path("gpt2-onnx-out")
+    opset: int = DEFAULT_OPSET
+    seed: int = 0  # for random:NAME weights
+    tokenizer: str | None = None  # tokenizer source when the model's own is missing or unwanted
+    revision: str | None = None  # hub revision (branch, tag or commit)
+    all_logits: bool = False  # prefill returns logits for every position, not only the last
+    simplify: bool = False  # run onnxsim on both graphs
+    force: bool = False  # replace a non-empty output folder (only after the new export is complete and checked)
+    check: bool = True  # compare the graphs with the source model before writing
+    decode_check_steps: int = 4  # chained decode steps compared during the check
+    extra: dict[str, str] = field(default_factory=dict)  # free-form notes recorded in the manifest
+
+    def __post_init__(self) -> None:
+        check_opset(self.opset)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "model": self.model,
+            "opset": self.opset,
+            "seed": self.seed,
+            "tokenizer": self.tokenizer,
+            "revision": self.revision,
+            "all_logits": self.all_logits,
+            "simplify": self.simplify,
+            "check": self.check,
+        }

@@ -1,0 +1,144 @@
+"""``gpt2-onnx export``: checkpoint → checked deployment folder, written atomically.
+
+Stages: load model, trace prefill, trace decode, save weights, (simplify), save graphs, check graphs, save
+tokenizer and configs, check parity. Any failure, or an interrupt, leaves no output folder behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import platform
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpt2_onnx import __version__
+from gpt2_onnx.config import ExportOptions, ModelDims
+from gpt2_onnx.errors import ExportCheckError
+from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
+from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
+from gpt2_onnx.output_folder import StagedFolder, check_output_path
+from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.progress import StageReporter, Stages
+from gpt2_onnx.versions import installed_versions
+
+if TYPE_CHECKING:
+    from exporters.graphs import ExportedGraphs
+    from exporters.source import SourceModel
+
+__all__ = ["ExportResult", "export_model", "min_onnxruntime_for"]
+
+log = logging.getLogger(__name__)
+
+LIBRARIES = ("torch", "transformers", "onnx", "onnxscript", "onnx-ir", "onnxsim", "onnxruntime", "onnxruntime-gpu", "tokenizers")
+CHECK_TEXTS = ("The quick brown fox jumps over the lazy dog.", "Hello", "In a shocking finding, scientists discovered")
+# Oldest ONNX Runtime per opset that the default fp32 export is known to load; see docs/deploying.md.
+_MIN_ORT = {17: "1.16.0", 18: "1.16.0", 19: "1.16.0", 20: "1.17.0", 21: "1.18.0"}
+
+
+def min_onnxruntime_for(opset: int) -> str:
+    return _MIN_ORT[opset]
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    folder: Path
+    manifest: Manifest
+    report: ParityReport | None
+    timings: dict[str, float]
+
+    @property
+    def graph_and_weight_bytes(self) -> int:
+        names = [record.file for record in self.manifest.graphs.values()] + [self.manifest.weights_file]
+        return sum(self.manifest.files[name].size for name in names)
+
+
+def _build_manifest(source: SourceModel, dims: ModelDims, graphs: ExportedGraphs, folder: Path, options: ExportOptions, export_id: str, other_files: list[str]) -> Manifest:
+    from exporters.model_files import model_description
+
+    tokenizer, config = source.tokenizer, source.model.config
+    records = {
+        kind: GraphRecord(
+            graphs.files[kind],
+            tuple(graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)),
+            tuple(graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, options.all_logits)),
+        )
+        for kind in GRAPHS
+    }
+    names = [*graphs.files.values(), graphs.weights.file_name, *other_files]
+    return Manifest(
+        dims=dims,
+        graphs=records,
+        weights_file=graphs.weights.file_name,
+        files=file_records(folder, names),
+        opset=options.opset,
+        ir_version=graphs.ir_version,
+        min_onnxruntime=min_onnxruntime_for(options.opset),
+        model={"source": source.source, "seed": source.seed, "revision": source.revision, **model_description(source.model, graphs.tied_head)},
+        tokens={
+            "bos_token_id": config.bos_token_id,
+            "eos_token_id": config.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        export={
+            "export_id": export_id,
+            "options": options.to_json(),
+            "tool": {"gpt2-onnx": __version__},
+            "libraries": installed_versions(LIBRARIES),
+            "python": platform.python_version(),
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        },
+    )
+
+
+def _check_prompts(source: SourceModel, dims: ModelDims, steps: int) -> tuple[tuple[int, ...], ...]:
+    longest = dims.n_positions - steps - 1
+    prompts = []
+    for text in CHECK_TEXTS:
+        ids = tuple(int(i) for i in source.tokenizer(text)["input_ids"][:longest])
+        prompts.append(ids or (0,))
+    return tuple(prompts)
+
+
+def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
+    """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure."""
+    from exporters.graphs import export_graphs
+    from exporters.model_files import save_model_configs
+    from exporters.reference import ReferenceModel
+    from exporters.source import load_source
+    from exporters.tokenizer_files import save_tokenizer_files
+    from gpt2_onnx.checks import CheckSettings, run_export_checks
+
+    check_output_path(options.output, options.force)  # fail before minutes of work
+    stages = Stages(report)
+    with stages.stage("load model"):
+        source = load_source(options.model, options.seed, options.tokenizer, options.revision)
+    dims = source.dims
+    export_id = uuid.uuid4().hex
+    parity: ParityReport | None = None
+    with StagedFolder(options.output, options.force) as staged:
+        graphs = export_graphs(
+            source.model,
+            dims,
+            staged.path,
+            opset=options.opset,
+            all_logits=options.all_logits,
+            simplify=options.simplify,
+            export_id=export_id,
+            stages=stages,
+        )
+        with stages.stage("save tokenizer and manifest"):
+            others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
+            others += save_model_configs(source.model, staged.path)
+            manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
+            write_manifest(staged.path, manifest)
+        if options.check:
+            with stages.stage("check parity"):
+                settings = CheckSettings(_check_prompts(source, dims, options.decode_check_steps), options.decode_check_steps)
+                parity = run_export_checks(staged.path, ReferenceModel(source.model), settings)
+            if not parity.ok:
+                raise ExportCheckError(f"the export does not match the source model: {parity.summary()}")
+        folder = staged.commit()
+    return ExportResult(folder, manifest, parity, dict(stages.timings))

@@ -1,0 +1,122 @@
+"""Parity metrics between an export's outputs and the source model's: numpy only, data out, verdicts separate.
+
+Every comparison is recorded; a report fails once, listing every failure with its figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Comparison", "ParityReport", "compare_tensors", "compare_tokens", "kl_divergence", "top1_agreement"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison: what was compared, how far apart, against which tolerance, and the verdict."""
+
+    check: str  # e.g. "prefill", "decode step 3", "padded batch row 1"
+    tensor: str  # e.g. "logits", "present.0.key", "greedy tokens"
+    ok: bool
+    max_abs: float | None = None  # max |actual - expected|
+    max_rel: float | None = None  # max_abs / max |expected|
+    atol: float | None = None
+    top1: float | None = None  # fraction of positions whose argmax agrees
+    kl: float | None = None  # max KL(expected || actual) of next-token distributions
+    detail: str = ""
+
+    def describe(self) -> str:
+        parts = [f"{self.check}: {self.tensor}"]
+        if self.max_abs is not None:
+            parts.append(f"max|Δ| {self.max_abs:.3g} (tol {self.atol:.3g}), rel {self.max_rel:.3g}")
+        if self.top1 is not None:
+            parts.append(f"top-1 {self.top1:.1%}")
+        if self.kl is not None:
+            parts.append(f"KL {self.kl:.3g}")
+        if self.detail:
+            parts.append(self.detail)
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None and value != ""}
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def kl_divergence(actual: np.ndarray, expected: np.ndarray) -> float:
+    """Largest KL(P_expected || P_actual) over positions, from logits (..., V)."""
+    log_p, log_q = _log_softmax(expected), _log_softmax(actual)
+    return float(np.max(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
+
+
+def top1_agreement(actual: np.ndarray, expected: np.ndarray) -> float:
+    """Fraction of positions whose argmax token agrees, from logits (..., V)."""
+    return float(np.mean(actual.argmax(axis=-1) == expected.argmax(axis=-1)))
+
+
+def compare_tensors(
+    check: str, tensor: str, actual: np.ndarray, expected: np.ndarray, atol: float, logits: bool = False
+) -> Comparison:
+    """Compare two arrays of the same shape; for logits also top-1 agreement and KL."""
+    if actual.shape != expected.shape:
+        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+    delta = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    max_abs = float(delta.max()) if delta.size else 0.0
+    peak = float(np.abs(expected).max()) if expected.size else 0.0
+    finite = bool(np.isfinite(actual).all())
+    ok = finite and max_abs <= atol
+    top1 = kl = None
+    if logits and actual.size:
+        top1, kl = top1_agreement(actual, expected), kl_divergence(actual, expected)
+    return Comparison(
+        check, tensor, ok, max_abs, max_abs / peak if peak else max_abs, atol, top1, kl, "" if finite else "non-finite values"
+    )
+
+
+def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray) -> Comparison:
+    """Token sequences (B, N) must be equal; the detail names the first step where a row diverges."""
+    if actual.shape != expected.shape:
+        return Comparison(check, "greedy tokens", False, detail=f"shape {actual.shape} != expected {expected.shape}")
+    differs = np.argwhere(actual != expected)
+    if differs.size == 0:
+        return Comparison(check, "greedy tokens", True, detail=f"{actual.shape[-1]} steps equal")
+    row, step = (int(v) for v in differs[0])
+    return Comparison(
+        check,
+        "greedy tokens",
+        False,
+        detail=f"row {row} diverges at step {step}: {int(actual[row, step])} vs expected {int(expected[row, step])}",
+    )
+
+
+@dataclass
+class ParityReport:
+    """All comparisons of a run; ``failures`` lists those beyond tolerance."""
+
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    def add(self, comparison: Comparison) -> Comparison:
+        self.comparisons.append(comparison)
+        return comparison
+
+    @property
+    def failures(self) -> list[Comparison]:
+        return [c for c in self.comparisons if not c.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        """One line: how many comparisons, how many failed, and the first failures."""
+        if self.ok:
+            worst = max((c.max_abs for c in self.comparisons if c.max_abs is not None), default=0.0)
+            return f"{len(self.comparisons)} comparisons within tolerance (worst max|Δ| {worst:.3g})"
+        shown = "; ".join(c.describe() for c in self.failures[:3])
+        more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
+        return f"{len(self.failures)} of {len(self.comparisons)} comparisons failed: {shown}{more}"

@@ -1,0 +1,177 @@
+"""Load an export folder through its manifest into one ONNX Runtime session per graph, checked against the manifest.
+
+A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size than the manifest
+states, when a graph's external data points outside the folder, when the graphs' inputs or outputs differ from the
+manifest, or when the graphs come from different exports.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import onnx
+
+from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
+from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.names import GRAPHS, GraphKind
+from gpt2_onnx.versions import version_tuple
+from runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = ["LoadedExport", "RuntimeOptions"]
+
+log = logging.getLogger(__name__)
+
+_ORT_TYPES = {"int64": "tensor(int64)", "float32": "tensor(float)", "float16": "tensor(float16)"}
+_OPT_LEVELS = ("disable", "basic", "extended", "all")
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How sessions are created."""
+
+    provider: ProviderName = "cpu"
+    intra_op_threads: int | None = None  # None: ONNX Runtime's default (one per physical core)
+    inter_op_threads: int | None = None
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+    device_id: int = 0  # CUDA device
+    session_config: Mapping[str, str] = field(default_factory=dict)  # extra SessionOptions config entries
+    log_severity: int = 3  # ONNX Runtime's own log level: 0 verbose … 3 error, 4 fatal
+
+    def __post_init__(self) -> None:
+        if self.graph_optimization not in _OPT_LEVELS:
+            raise InvalidInputError(f"graph_optimization must be one of {', '.join(_OPT_LEVELS)}")
+        for name in ("intra_op_threads", "inter_op_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidInputError(f"{name} must be >= 0 (0: ONNX Runtime's default), got {value}")
+
+
+def _session_options(options: RuntimeOptions) -> ort.SessionOptions:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    levels = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    so.graph_optimization_level = levels[options.graph_optimization]
+    if options.intra_op_threads is not None:
+        so.intra_op_num_threads = options.intra_op_threads
+    if options.inter_op_threads is not None:
+        so.inter_op_num_threads = options.inter_op_threads
+    so.log_severity_level = options.log_severity
+    for key, value in options.session_config.items():
+        so.add_session_config_entry(key, value)
+    return so
+
+
+def _check_files(folder: Path, manifest: Manifest) -> None:
+    for name, record in manifest.files.items():
+        path = folder / name
+        if not path.is_file():
+            raise ManifestError(f"'{folder}' lacks {name}, which its manifest lists")
+        size = path.stat().st_size
+        if size != record.size:
+            raise ManifestError(f"{path} has {size} bytes but the manifest says {record.size} (changed or truncated)")
+
+
+def _check_external_data(graph: onnx.ModelProto, manifest: Manifest, path: Path) -> None:
+    """Every external tensor must live in the manifest's weights file: no paths out of the folder."""
+    for tensor in graph.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        if location != manifest.weights_file:
+            raise ManifestError(
+                f"{path.name}: tensor '{tensor.name}' points at external data '{location}', "
+                f"not the export's weights file '{manifest.weights_file}'"
+            )
+
+
+def _graph_export_id(graph: onnx.ModelProto) -> str | None:
+    return next((prop.value for prop in graph.metadata_props if prop.key == "gpt2_onnx.export_id"), None)
+
+
+def _check_io(session: ort.InferenceSession, manifest: Manifest, kind: GraphKind, path: Path) -> None:
+    record = manifest.graphs[kind]
+    for label, got, specs in (
+        ("inputs", session.get_inputs(), record.inputs),
+        ("outputs", session.get_outputs(), record.outputs),
+    ):
+        have = [(arg.name, arg.type) for arg in got]
+        want = [(spec.name, _ORT_TYPES.get(spec.dtype, spec.dtype)) for spec in specs]
+        if have != want:
+            diff = next((f"{h} vs {w}" for h, w in zip(have, want, strict=False) if h != w), f"{len(have)} vs {len(want)}")
+            raise ManifestError(f"{path.name}: {label} do not match manifest.json (graph vs manifest: {diff})")
+
+
+def _check_runtime_version(manifest: Manifest) -> None:
+    import onnxruntime as ort
+
+    if version_tuple(ort.__version__) < version_tuple(manifest.min_onnxruntime):
+        raise RuntimeVersionError(
+            f"this export needs onnxruntime >= {manifest.min_onnxruntime}, but {ort.__version__} is installed; upgrade onnxruntime"
+        )
+
+
+class LoadedExport:
+    """An export folder with one ONNX Runtime session per graph. Sessions allow concurrent ``run`` calls."""
+
+    def __init__(self, folder: Path, manifest: Manifest, sessions: dict[GraphKind, ort.InferenceSession], options: RuntimeOptions) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.sessions = sessions
+        self.options = options
+
+    @classmethod
+    def load(cls, folder: str | Path, options: RuntimeOptions | None = None) -> LoadedExport:
+        """Read the manifest, check the files against it and create both sessions on the requested provider."""
+        import onnxruntime as ort
+
+        options = options or RuntimeOptions()
+        folder = Path(folder)
+        manifest = read_manifest(folder)
+        _check_runtime_version(manifest)
+        _check_files(folder, manifest)
+        providers = provider_list(options.provider)
+        ensure_provider_loadable(options.provider)
+        export_id = manifest.export.get("export_id")
+        sessions: dict[GraphKind, ort.InferenceSession] = {}
+        for kind in GRAPHS:
+            path = folder / manifest.graphs[kind].file
+            try:
+                graph = onnx.load(str(path), load_external_data=False)
+            except Exception as exc:  # protobuf's DecodeError and OSError alike
+                raise ManifestError(f"{path} is not a readable ONNX graph: {exc}") from exc
+            _check_external_data(graph, manifest, path)
+            if export_id is not None and _graph_export_id(graph) != export_id:
+                raise ManifestError(f"{path.name} belongs to another export than manifest.json (export ids differ)")
+            del graph
+            provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
+            try:
+                session = ort.InferenceSession(
+                    str(path), _session_options(options), providers=providers, provider_options=provider_options
+                )
+            except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
+                raise Gpt2OnnxError(f"ONNX Runtime cannot load {path.name}: {str(exc).strip().splitlines()[0]}") from exc
+            check_session_provider(session.get_providers(), options.provider, path.name)
+            _check_io(session, manifest, kind, path)
+            sessions[kind] = session
+        return cls(folder, manifest, sessions, options)
+
+    def run(self, kind: GraphKind, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One plain run of a graph: numpy in, numpy out (by output name)."""
+        session = self.sessions[kind]
+        names = [out.name for out in session.get_outputs()]
+        values = session.run(names, dict(feeds))
+        return dict(zip(names, values, strict=True))
