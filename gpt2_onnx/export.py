@@ -12,11 +12,13 @@ import platform
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ExportOptions, ModelDims
 from gpt2_onnx.errors import ExportCheckError
+from gpt2_onnx.golden import write_golden
 from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
 from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
 from gpt2_onnx.output_folder import StagedFolder, check_output_path
@@ -97,9 +99,13 @@ def _check_prompts(source: SourceModel, dims: ModelDims, steps: int) -> tuple[tu
     longest = dims.n_positions - steps - 1
     prompts = []
     for text in CHECK_TEXTS:
-        ids = tuple(int(i) for i in source.tokenizer(text)["input_ids"][:longest])
+        ids = tuple(_encoder(source)(text)[:longest])
         prompts.append(ids or (0,))
     return tuple(prompts)
+
+
+def _encoder(source: SourceModel) -> Callable[[str], list[int]]:
+    return lambda text: [int(i) for i in source.tokenizer(text)["input_ids"]]
 
 
 def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
@@ -109,7 +115,8 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
     from exporters.reference import ReferenceModel
     from exporters.source import load_source
     from exporters.tokenizer_files import save_tokenizer_files
-    from gpt2_onnx.checks import CheckSettings, run_export_checks
+    from exporters.golden import build_golden
+    from gpt2_onnx.checks import FP32_LOGITS_ATOL, CheckSettings, run_export_checks
 
     check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
@@ -132,6 +139,8 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
         with stages.stage("save tokenizer and manifest"):
             others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
             others += save_model_configs(source.model, staged.path)
+            golden = build_golden(ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32_LOGITS_ATOL)
+            others.append(write_golden(staged.path, golden))
             manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
             write_manifest(staged.path, manifest)
         if options.check:

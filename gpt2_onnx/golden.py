@@ -1,0 +1,69 @@
+"""``golden.json``: a few prompts' token ids, the source model's greedy continuation and last-position top-5 logits.
+
+Written by ``export`` from the source model (transformers), checked by ``verify``, and simple enough for the C++
+and C# samples to check an export without Python: feed ``input_ids``, decode greedily for ``len(greedy_ids)``
+steps without stopping at end-of-text, compare ids exactly and top-5 logits within ``logits_atol``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpt2_onnx.errors import ManifestError
+
+__all__ = ["GOLDEN_FILE", "GoldenCase", "GoldenSet", "read_golden", "write_golden"]
+
+GOLDEN_FILE = "golden.json"
+GOLDEN_FORMAT = "gpt2-onnx-golden"
+GOLDEN_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class GoldenCase:
+    prompt: str
+    input_ids: list[int]
+    greedy_ids: list[int]  # the new tokens of greedy decoding, end-of-text not treated specially
+    top5_ids: list[int]  # of the prompt's last-position logits, most likely first
+    top5_logits: list[float]
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    cases: list[GoldenCase]
+    logits_atol: float
+    source: str  # how the expectations were computed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": GOLDEN_FORMAT,
+            "schema_version": GOLDEN_SCHEMA,
+            "source": self.source,
+            "logits_atol": self.logits_atol,
+            "rule": "greedy: argmax each step for len(greedy_ids) steps, end-of-text not special; position_ids = cumsum(attention_mask) - 1",
+            "cases": [case.__dict__ for case in self.cases],
+        }
+
+
+def write_golden(folder: Path, golden: GoldenSet) -> str:
+    (folder / GOLDEN_FILE).write_text(json.dumps(golden.to_json(), indent=2) + "\n", encoding="utf-8")
+    return GOLDEN_FILE
+
+
+def read_golden(folder: Path) -> GoldenSet:
+    path = folder / GOLDEN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != GOLDEN_FORMAT or int(data["schema_version"]) > GOLDEN_SCHEMA:
+            raise ManifestError(f"{path} is not a golden file this gpt2-onnx reads")
+        cases = [
+            GoldenCase(str(c["prompt"]), list(c["input_ids"]), list(c["greedy_ids"]), list(c["top5_ids"]), [float(v) for v in c["top5_logits"]])
+            for c in data["cases"]
+        ]
+        return GoldenSet(cases, float(data["logits_atol"]), str(data.get("source", "")))
+    except FileNotFoundError as exc:
+        raise ManifestError(f"'{folder}' has no {GOLDEN_FILE}") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ManifestError(f"{path} is malformed: {exc}") from exc

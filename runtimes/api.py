@@ -1,0 +1,103 @@
+"""The Python API an application embeds: load an export folder once, generate from many threads.
+
+Thread safety: a loaded :class:`Gpt2Onnx` is immutable and its ONNX Runtime sessions allow concurrent runs, so
+``generate``, ``generate_ids``, ``stream`` and ``prefill``/``decode`` may be called from several threads at once;
+each call keeps its own KV cache. A ``stream`` iterator itself belongs to the thread that consumes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from gpt2_onnx.config import ModelDims
+from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.manifest import Manifest
+from gpt2_onnx.names import DECODE, PREFILL
+from runtimes.generation import Generation, GenerationOptions, GenerationResult
+from runtimes.providers import ProviderName
+from runtimes.session import LoadedExport, RuntimeOptions
+from runtimes.streaming import TextStream
+from runtimes.tokenizer import TextTokenizer
+from runtimes.validation import validate_feeds
+
+__all__ = ["Gpt2Onnx"]
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class Gpt2Onnx:
+    """A loaded export folder: both sessions on one provider, plus its tokenizer."""
+
+    def __init__(self, loaded: LoadedExport, tokenizer: TextTokenizer) -> None:
+        self._loaded = loaded
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def load(cls, folder: str | Path, provider: ProviderName = "cpu", options: RuntimeOptions | None = None) -> Gpt2Onnx:
+        """Load ``folder`` through its manifest on ``provider`` ("cpu" or "cuda"); never falls back to another."""
+        options = replace(options, provider=provider) if options else RuntimeOptions(provider=provider)
+        loaded = LoadedExport.load(Path(folder), options)
+        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE))
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._loaded.manifest
+
+    @property
+    def dims(self) -> ModelDims:
+        return self._loaded.manifest.dims
+
+    @property
+    def providers(self) -> dict[str, list[str]]:
+        """The providers each session actually runs on."""
+        return {kind: session.get_providers() for kind, session in self._loaded.sessions.items()}
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def _prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
+        encoded = []
+        for index, prompt in enumerate(prompts):
+            if not isinstance(prompt, str):
+                raise InvalidInputError(f"prompt {index} is a {type(prompt).__name__}, not text")
+            ids = self.encode(prompt)
+            if not ids:
+                raise InvalidInputError(f"prompt {index} is empty")
+            encoded.append(ids)
+        return encoded
+
+    def generate(self, prompts: str | Sequence[str], options: GenerationOptions | None = None) -> list[GenerationResult]:
+        """Generate for one prompt or a batch (left-padded together); one result per prompt, in order."""
+        texts = [prompts] if isinstance(prompts, str) else list(prompts)
+        results = self.generate_ids(self._prompt_ids(texts), options)
+        return [replace(result, prompt=text) for result, text in zip(results, texts, strict=True)]
+
+    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None) -> list[GenerationResult]:
+        """Generate from token ids (a batch of prompts)."""
+        return Generation(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer).run()
+
+    def stream(self, prompt: str, options: GenerationOptions | None = None) -> TextStream:
+        """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
+        string is yielded. The chunks join to the text :meth:`generate` returns; ``.result`` has the rest."""
+        options = options or GenerationOptions()
+        generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
+        return TextStream(generation, self.tokenizer, options.stop, prompt)
+
+    def prefill(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> dict[str, np.ndarray]:
+        """One checked run of the prefill graph (inputs validated before ONNX Runtime sees them)."""
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+        validate_feeds(PREFILL, feeds, self.dims)
+        return self._loaded.run(PREFILL, feeds)
+
+    def decode_step(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray, past: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One checked run of the decode graph with an explicit past (``past_key_values.{i}.key|value``)."""
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids, **past}
+        validate_feeds(DECODE, feeds, self.dims)
+        return self._loaded.run(DECODE, feeds)
