@@ -1,0 +1,52 @@
+"""Check an export against its ``golden.json`` with ONNX Runtime alone (no torch, no transformers).
+
+What the C++ and C# samples do, in Python: for each case, prefill the prompt, decode greedily for as many steps as
+the golden continuation has, and require the same ids; the prompt's last-position top-5 logits must match within the
+file's tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpt2_onnx.batching import left_pad, position_ids
+from gpt2_onnx.golden import GoldenSet, read_golden
+from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors, compare_tokens
+from runtimes.kv_cache import KvCacheRunner
+from runtimes.sampling import greedy
+from runtimes.session import LoadedExport
+
+__all__ = ["check_golden", "greedy_ids"]
+
+
+def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy decoding without stopping at end-of-text: (new ids (steps,), the prompt's last logits (V,))."""
+    ids, mask = left_pad([prompt_ids], 0)  # (1, T)
+    runner = KvCacheRunner(loaded)
+    logits = runner.prefill(ids, mask, position_ids(mask))[:, -1]  # (1, V)
+    first_logits = logits[0].copy()
+    chosen: list[int] = []
+    for step in range(steps):
+        token = greedy(logits)  # (1,)
+        chosen.append(int(token[0]))
+        if step == steps - 1:
+            break
+        mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)  # (1, P + 1)
+        logits = runner.decode(token[:, None], mask, position_ids(mask)[:, -1:])[:, -1]  # (1, V)
+    return np.array(chosen, dtype=np.int64), first_logits
+
+
+def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> ParityReport:
+    """Compare ``loaded`` with its folder's golden vectors; every case is checked, failures are collected."""
+    golden = golden or read_golden(loaded.folder)
+    report = ParityReport()
+    for index, case in enumerate(golden.cases):
+        name = f"golden case {index}"
+        ids, last = greedy_ids(loaded, case.input_ids, len(case.greedy_ids))
+        report.add(compare_tokens(name, ids[None, :], np.array([case.greedy_ids], dtype=np.int64)))
+        top_ids = np.argsort(-last)[:5]
+        if [int(i) for i in top_ids] != case.top5_ids:
+            report.add(Comparison(name, "top-5 ids", False, detail=f"{top_ids.tolist()} vs expected {case.top5_ids}"))
+        expected = np.array(case.top5_logits, dtype=np.float32)
+        report.add(compare_tensors(name, "top-5 logits", last[case.top5_ids].astype(np.float32), expected, golden.logits_atol))
+    return report
