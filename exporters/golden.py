@@ -20,7 +20,14 @@ GOLDEN_PROMPTS = (
 GOLDEN_STEPS = 16
 
 
-def build_golden(reference: ReferenceModel, encode: Callable[[str], list[int]], n_positions: int, logits_atol: float, prompts: Sequence[str] = GOLDEN_PROMPTS, steps: int = GOLDEN_STEPS) -> GoldenSet:
+def build_golden(
+    reference: ReferenceModel,
+    encode: Callable[[str], list[int]],
+    n_positions: int,
+    logits_atol: float,
+    prompts: Sequence[str] = GOLDEN_PROMPTS,
+    steps: int = GOLDEN_STEPS,
+) -> GoldenSet:
     """One case per prompt: its ids, transformers' greedy continuation and the last position's top-5 logits."""
     cases = []
     for prompt in prompts:
@@ -30,5 +37,13 @@ def build_golden(reference: ReferenceModel, encode: Callable[[str], list[int]], 
         greedy = reference.greedy(input_ids, mask, steps, eos_token_id=None)[0]  # (N,)
         last = reference.forward(input_ids, mask, position_ids(mask)).logits[0, -1]  # (V,)
         top = np.argsort(-last)[:5]
-        cases.append(GoldenCase(prompt, [int(i) for i in ids], [int(t) for t in greedy], [int(i) for i in top], [float(last[i]) for i in top]))
+        cases.append(
+            GoldenCase(
+                prompt,
+                [int(i) for i in ids],
+                [int(t) for t in greedy],
+                [int(i) for i in top],
+                [float(last[i]) for i in top],
+            )
+        )
     return GoldenSet(cases, logits_atol, "transformers GPT2LMHeadModel (eager attention), generate(do_sample=False)")

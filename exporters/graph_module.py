@@ -16,7 +16,7 @@ as the original TF code does; a graph-level Transpose of the embedding would be 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -87,7 +87,7 @@ class Gpt2GraphModule(nn.Module):
         hidden = F.embedding(input_ids, t.wte.weight) + F.embedding(position_ids, t.wpe.weight)  # (B, T, d)
         bias = self._attention_bias(attention_mask, input_ids.shape[1], hidden.dtype)  # (B, 1, T, S)
         presents: list[torch.Tensor] = []
-        for i, block in enumerate(t.h):
+        for i, block in enumerate(cast("list[GPT2Block]", t.h)):
             past = (past_key_values[2 * i], past_key_values[2 * i + 1]) if self.kind == DECODE else None
             hidden, key, value = self._block(block, i, hidden, bias, past)
             presents += [key, value]

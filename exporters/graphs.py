@@ -48,7 +48,9 @@ class ExportedGraphs:
     tied_head: bool
 
 
-def _finalize(proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, all_logits: bool, export_id: str) -> onnx.ModelProto:
+def _finalize(
+    proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, all_logits: bool, export_id: str
+) -> onnx.ModelProto:
     inputs = graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)
     outputs = graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, all_logits)
     proto = set_min_ir_version(name_dimensions(strip_metadata(proto), inputs, outputs))
@@ -87,8 +89,11 @@ def export_graphs(
         with stages.stage(f"trace {kind}"):
             traced[kind] = trace_graph(model, kind, dims, opset, all_logits)
     with stages.stage("save weights"):
-        weights = externalize_shared_weights(traced, folder, WEIGHTS_FILE)
-        protos = {kind: _finalize(ir.serde.serialize_model(m), kind, dims, all_logits, export_id) for kind, m in traced.items()}
+        weights = externalize_shared_weights(list(traced.values()), folder, WEIGHTS_FILE)
+        protos = {
+            kind: _finalize(ir.serde.serialize_model(m), kind, dims, all_logits, export_id)
+            for kind, m in traced.items()
+        }
         del traced
     for kind, proto in protos.items():
         _check_structure(proto, kind, dims, opset, tied)  # before simplify too: the trace itself must be right

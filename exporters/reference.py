@@ -62,7 +62,9 @@ class ReferenceModel:
         )
 
     @torch.no_grad()
-    def greedy(self, input_ids: np.ndarray, attention_mask: np.ndarray, max_new_tokens: int, eos_token_id: int | None) -> np.ndarray:
+    def greedy(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, max_new_tokens: int, eos_token_id: int | None
+    ) -> np.ndarray:
         """transformers' ``generate(do_sample=False)``: the new tokens only, (B, N); rows that stop early are padded
         with the EOS id, as transformers does."""
         from transformers import GenerationConfig

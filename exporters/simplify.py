@@ -46,7 +46,11 @@ def _point_at_shared_file(model: onnx.ModelProto, weights: WeightsIndex) -> onnx
         del tensor.float_data[:]
         tensor.data_location = onnx.TensorProto.EXTERNAL
         del tensor.external_data[:]
-        for key, value in (("location", weights.file_name), ("offset", entry.offset), ("length", entry.length)):
+        for key, value in (
+            ("location", weights.file_name),
+            ("offset", entry.offset),
+            ("length", entry.length),
+        ):
             tensor.external_data.add(key=key, value=str(value))
     return model
 
@@ -57,8 +61,8 @@ def simplify_graph(model: onnx.ModelProto, folder: Path, weights: WeightsIndex) 
 
     if weights.size + _HEADROOM > _PROTOBUF_LIMIT:
         raise ExportError(
-            f"--simplify needs the whole graph in one protobuf (< 2 GB) but the weights are {weights.size / 2**30:.1f} GiB; "
-            "export without --simplify"
+            "--simplify needs the whole graph in one protobuf (< 2 GB) but the weights are "
+            f"{weights.size / 2**30:.1f} GiB; export without --simplify"
         )
     full = onnx.ModelProto()
     full.CopyFrom(model)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+
+from safetensors import SafetensorError
 
 from exporters.random_models import build_random_model, random_preset_name
 from exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
@@ -33,8 +36,16 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _OFFLINE_CHOICES = "offline choices: a local folder (--model ./my-gpt2) or random weights (--model random:gpt2)"
 # Keys a GPT-2 checkpoint may lack without harm: the tied head, and causal-mask buffers older releases saved.
 _OPTIONAL_KEYS = re.compile(r"^(lm_head\.weight|.*attn\.(masked_)?bias)$")
-# Exceptions transformers, safetensors and torch raise for unreadable checkpoints.
-_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, RuntimeError, KeyError, EOFError)
+# Exceptions transformers, safetensors, pickle and torch raise for unreadable checkpoints.
+_READ_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ValueError,
+    RuntimeError,
+    KeyError,
+    EOFError,
+    pickle.UnpicklingError,
+    SafetensorError,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,9 @@ class SourceModel:
     def tied_head(self) -> bool:
         """True when the LM head is the token embedding itself (the same tensor, not a copy)."""
         head = self.model.lm_head.weight
-        return head is self.model.transformer.wte.weight or head.data_ptr() == self.model.transformer.wte.weight.data_ptr()
+        return (
+            head is self.model.transformer.wte.weight or head.data_ptr() == self.model.transformer.wte.weight.data_ptr()
+        )
 
 
 def model_dims(model: GPT2LMHeadModel) -> ModelDims:
@@ -76,7 +89,9 @@ def _looks_like_path(spec: str) -> bool:
 def _read_config(folder: Path) -> dict[str, Any]:
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise ModelLoadError(f"'{folder}' has no config.json; pass a Hugging Face model folder, a hub id or random:NAME")
+        raise ModelLoadError(
+            f"'{folder}' has no config.json; pass a Hugging Face model folder, a hub id or random:NAME"
+        )
     try:
         data = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -114,9 +129,9 @@ def _from_pretrained(where: str, use_safetensors: bool | None, revision: str | N
     from transformers import GPT2LMHeadModel
 
     try:
-        model, info = GPT2LMHeadModel.from_pretrained(
+        loaded: Any = GPT2LMHeadModel.from_pretrained(
             where,
-            revision=revision,
+            revision=revision or "main",
             use_safetensors=use_safetensors,
             weights_only=True,  # a pickle may hold tensors only; never code
             attn_implementation="eager",  # the reference semantics, reorder_and_upcast_attn included
@@ -127,11 +142,14 @@ def _from_pretrained(where: str, use_safetensors: bool | None, revision: str | N
     except _READ_ERRORS as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load the checkpoint '{where}': {first_line}") from exc
+    model, info = loaded  # output_loading_info=True returns (model, info)
     missing = [key for key in info.get("missing_keys", []) if not _OPTIONAL_KEYS.match(key)]
     mismatched = info.get("mismatched_keys", [])
     if missing or mismatched:
         bad = ", ".join(sorted(map(str, missing + list(mismatched)))[:5])
-        raise ModelLoadError(f"the checkpoint '{where}' lacks or mismatches weights ({bad}); refusing to export them random")
+        raise ModelLoadError(
+            f"the checkpoint '{where}' lacks or mismatches weights ({bad}); refusing to export them random"
+        )
     return model.eval()
 
 

@@ -14,7 +14,15 @@ import torch
 from exporters.graph_module import graph_module
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError
-from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, POSITION_IDS, GraphKind, graph_inputs, graph_outputs
+from gpt2_onnx.names import (
+    ATTENTION_MASK,
+    DECODE,
+    INPUT_IDS,
+    POSITION_IDS,
+    GraphKind,
+    graph_inputs,
+    graph_outputs,
+)
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -56,7 +64,10 @@ def _dynamic_shapes(kind: GraphKind, dims: ModelDims) -> dict[str, object]:
 def _quiet_exporter() -> Iterator[None]:
     """torch.onnx logs warnings about its own internals (opset conversion, missing torchvision) at WARNING level,
     and prints progress to stdout; neither is actionable for our fixed module, so both go to debug."""
-    names = ["torch.onnx", *(n for n in logging.root.manager.loggerDict if n.startswith(("torch.onnx", "onnxscript")))]
+    names = [
+        "torch.onnx",
+        *(n for n in logging.root.manager.loggerDict if n.startswith(("torch.onnx", "onnxscript"))),
+    ]
     saved = {name: logging.getLogger(name).level for name in names}
     quiet = io.StringIO()
     try:

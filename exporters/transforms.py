@@ -27,7 +27,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_ELEM_TYPES = {"int64": onnx.TensorProto.INT64, "float32": onnx.TensorProto.FLOAT, "float16": onnx.TensorProto.FLOAT16}
+_ELEM_TYPES = {
+    "int64": onnx.TensorProto.INT64,
+    "float32": onnx.TensorProto.FLOAT,
+    "float16": onnx.TensorProto.FLOAT16,
+}
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -61,7 +65,9 @@ def strip_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def name_dimensions(model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]) -> onnx.ModelProto:
+def name_dimensions(
+    model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+) -> onnx.ModelProto:
     """Set every graph input's and output's shape from the I/O contract (names for dynamic axes)."""
     out = _copy(model)
     for values, specs in ((out.graph.input, inputs), (out.graph.output, outputs)):
@@ -81,7 +87,10 @@ def name_dimensions(model: onnx.ModelProto, inputs: Sequence[TensorSpec], output
 
 def check_io(model: onnx.ModelProto, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], what: str) -> None:
     """Raise unless the graph's inputs and outputs are exactly the contract's, in order, with its dtypes."""
-    for label, values, specs in (("inputs", model.graph.input, inputs), ("outputs", model.graph.output, outputs)):
+    for label, values, specs in (
+        ("inputs", model.graph.input, inputs),
+        ("outputs", model.graph.output, outputs),
+    ):
         got = [(v.name, v.type.tensor_type.elem_type) for v in values]
         want = [(s.name, _ELEM_TYPES[s.dtype]) for s in specs]
         if got != want:
@@ -111,15 +120,21 @@ def check_tied_head(model: onnx.ModelProto, dims: ModelDims, tied: bool, embeddi
     expected = 1 if tied else 2
     transposed = [name for name in found if tuple(_dims_of(model, name)) == (dims.n_embd, dims.vocab_size)]
     if len(found) != expected or transposed:
-        raise ExportError(f"{what}: expected {expected} [vocab × d] initializer(s), found {found} (transposed: {transposed})")
-    gemms = [node for node in model.graph.node if node.op_type == "Gemm" and len(node.input) > 1 and node.input[1] in found]
+        raise ExportError(
+            f"{what}: expected {expected} [vocab × d] initializer(s), found {found} (transposed: {transposed})"
+        )
+    gemms = [
+        node for node in model.graph.node if node.op_type == "Gemm" and len(node.input) > 1 and node.input[1] in found
+    ]
     head_ok = any(helper.get_node_attr_value(node, "transB") == 1 for node in gemms if _has_attr(node, "transB"))
     if not head_ok:
         raise ExportError(f"{what}: the LM head is not a Gemm(transB=1) over {found}")
     if tied:
         readers = {node.op_type for node in model.graph.node if embedding in node.input}
         if readers != {"Gather", "Gemm"}:
-            raise ExportError(f"{what}: the tied embedding '{embedding}' is read by {sorted(readers)}, not Gather and Gemm")
+            raise ExportError(
+                f"{what}: the tied embedding '{embedding}' is read by {sorted(readers)}, not Gather and Gemm"
+            )
 
 
 def _dims_of(model: onnx.ModelProto, name: str) -> list[int]:

@@ -11,14 +11,14 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
 from gpt2_onnx.errors import ExportError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["WeightEntry", "WeightsIndex", "externalize_shared_weights"]
 
@@ -55,7 +55,8 @@ class WeightsIndex:
 def _same_tensor(a: ir.TensorProtocol, b: ir.TensorProtocol) -> bool:
     if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
         return False
-    raw_a, raw_b = getattr(a, "raw", None), getattr(b, "raw", None)
+    raw_a: Any = getattr(a, "raw", None)
+    raw_b: Any = getattr(b, "raw", None)
     if hasattr(raw_a, "data_ptr") and hasattr(raw_b, "data_ptr"):
         return bool(raw_a.data_ptr() == raw_b.data_ptr())  # the same torch parameter, traced twice
     return bool(a.tobytes() == b.tobytes())
@@ -75,12 +76,12 @@ def _large_initializers(models: Iterable[ir.Model]) -> dict[str, ir.TensorProtoc
     return chosen
 
 
-def externalize_shared_weights(models: Mapping[str, ir.Model], folder: Path, file_name: str) -> WeightsIndex:
+def externalize_shared_weights(models: Sequence[ir.Model], folder: Path, file_name: str) -> WeightsIndex:
     """Write every large initializer of ``models`` once into ``folder/file_name`` and point the graphs at it.
 
     The models are changed in place: their large initializers become :class:`onnx_ir.ExternalTensor`.
     """
-    tensors = _large_initializers(models.values())
+    tensors = _large_initializers(models)
     entries: dict[str, WeightEntry] = {}
     path = folder / file_name
     with path.open("wb") as out:
@@ -92,22 +93,28 @@ def externalize_shared_weights(models: Mapping[str, ir.Model], folder: Path, fil
             entries[name] = WeightEntry(
                 name=name,
                 dtype=tensor.dtype.name.lower(),
-                shape=tuple(int(d) for d in tensor.shape),
+                shape=tuple(int(d) for d in tensor.shape.numpy()),
                 offset=offset,
                 length=len(data),
                 sha256=hashlib.sha256(data).hexdigest(),
             )
             del data
         size = out.tell()
-    for model in models.values():
+    for model in models:
         for name, value in model.graph.initializers.items():
             entry = entries.get(name)
             if entry is None:
                 continue
-            tensor = value.const_value
-            assert tensor is not None  # every entry came from a tensor
+            source = value.const_value
+            assert source is not None  # every entry came from a tensor
             value.const_value = ir.ExternalTensor(
-                file_name, entry.offset, entry.length, tensor.dtype, shape=tensor.shape, name=name, base_dir=folder
+                file_name,
+                entry.offset,
+                entry.length,
+                source.dtype,
+                shape=ir.Shape(entry.shape),
+                name=name,
+                base_dir=folder,
             )
     log.info("wrote %d tensors (%d bytes) to %s", len(entries), size, path)
     return WeightsIndex(file_name=file_name, size=size, entries=entries)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import platform
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ExportOptions, ModelDims
+from gpt2_onnx.environment import describe_environment
 from gpt2_onnx.errors import ExportCheckError
 from gpt2_onnx.golden import write_golden
 from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
@@ -24,7 +24,7 @@ from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
 from gpt2_onnx.output_folder import StagedFolder, check_output_path
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.progress import StageReporter, Stages
-from gpt2_onnx.versions import installed_versions
+from gpt2_onnx.tolerances import tolerance_for
 
 if TYPE_CHECKING:
     from exporters.graphs import ExportedGraphs
@@ -34,8 +34,12 @@ __all__ = ["ExportResult", "export_model", "min_onnxruntime_for"]
 
 log = logging.getLogger(__name__)
 
-LIBRARIES = ("torch", "transformers", "onnx", "onnxscript", "onnx-ir", "onnxsim", "onnxruntime", "onnxruntime-gpu", "tokenizers")
-CHECK_TEXTS = ("The quick brown fox jumps over the lazy dog.", "Hello", "In a shocking finding, scientists discovered")
+CHECK_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello",
+    "In a shocking finding, scientists discovered",
+)
+FP32 = tolerance_for("float32")
 # Oldest ONNX Runtime per opset that the default fp32 export is known to load; see docs/deploying.md.
 _MIN_ORT = {17: "1.16.0", 18: "1.16.0", 19: "1.16.0", 20: "1.17.0", 21: "1.18.0"}
 
@@ -57,7 +61,15 @@ class ExportResult:
         return sum(self.manifest.files[name].size for name in names)
 
 
-def _build_manifest(source: SourceModel, dims: ModelDims, graphs: ExportedGraphs, folder: Path, options: ExportOptions, export_id: str, other_files: list[str]) -> Manifest:
+def _build_manifest(
+    source: SourceModel,
+    dims: ModelDims,
+    graphs: ExportedGraphs,
+    folder: Path,
+    options: ExportOptions,
+    export_id: str,
+    other_files: list[str],
+) -> Manifest:
     from exporters.model_files import model_description
 
     tokenizer, config = source.tokenizer, source.model.config
@@ -78,21 +90,32 @@ def _build_manifest(source: SourceModel, dims: ModelDims, graphs: ExportedGraphs
         opset=options.opset,
         ir_version=graphs.ir_version,
         min_onnxruntime=min_onnxruntime_for(options.opset),
-        model={"source": source.source, "seed": source.seed, "revision": source.revision, **model_description(source.model, graphs.tied_head)},
+        model={
+            "source": source.source,
+            "seed": source.seed,
+            "revision": source.revision,
+            **model_description(source.model, graphs.tied_head),
+        },
         tokens={
-            "bos_token_id": config.bos_token_id,
-            "eos_token_id": config.eos_token_id,
+            "bos_token_id": _token_id(config.bos_token_id),
+            "eos_token_id": _token_id(config.eos_token_id),
             "pad_token_id": tokenizer.pad_token_id,
         },
         export={
             "export_id": export_id,
             "options": options.to_json(),
             "tool": {"gpt2-onnx": __version__},
-            "libraries": installed_versions(LIBRARIES),
-            "python": platform.python_version(),
+            "environment": describe_environment(),
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         },
     )
+
+
+def _token_id(value: object) -> int | None:
+    """A config's special token id; configs may hold a list (several end tokens): the first one is the main one."""
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    return int(value) if isinstance(value, int) else None
 
 
 def _check_prompts(source: SourceModel, dims: ModelDims, steps: int) -> tuple[tuple[int, ...], ...]:
@@ -108,15 +131,28 @@ def _encoder(source: SourceModel) -> Callable[[str], list[int]]:
     return lambda text: [int(i) for i in source.tokenizer(text)["input_ids"]]
 
 
+def _check_parity(folder: Path, source: SourceModel, prompts: tuple[tuple[int, ...], ...], steps: int) -> ParityReport:
+    """The export's own parity check (CPU, fp32 tolerances): prefill, chained decode, empty past, padded batch."""
+    from exporters.reference import ReferenceModel
+    from gpt2_onnx.checks import ParitySuite
+    from runtimes.session import LoadedExport, RuntimeOptions
+
+    loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu"))
+    suite = ParitySuite(loaded, ReferenceModel(source.model), FP32, ParityReport())
+    suite.prefill_and_decode_chain(prompts[0], steps)
+    suite.decode_with_empty_past(prompts[0])
+    suite.padded_batch(prompts, steps=2)
+    return suite.report
+
+
 def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
     """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure."""
+    from exporters.golden import build_golden
     from exporters.graphs import export_graphs
     from exporters.model_files import save_model_configs
     from exporters.reference import ReferenceModel
     from exporters.source import load_source
     from exporters.tokenizer_files import save_tokenizer_files
-    from exporters.golden import build_golden
-    from gpt2_onnx.checks import FP32_LOGITS_ATOL, CheckSettings, run_export_checks
 
     check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
@@ -139,14 +175,20 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
         with stages.stage("save tokenizer and manifest"):
             others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
             others += save_model_configs(source.model, staged.path)
-            golden = build_golden(ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32_LOGITS_ATOL)
+            golden = build_golden(
+                ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32.logits_atol or 0.0
+            )
             others.append(write_golden(staged.path, golden))
             manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
             write_manifest(staged.path, manifest)
         if options.check:
             with stages.stage("check parity"):
-                settings = CheckSettings(_check_prompts(source, dims, options.decode_check_steps), options.decode_check_steps)
-                parity = run_export_checks(staged.path, ReferenceModel(source.model), settings)
+                parity = _check_parity(
+                    staged.path,
+                    source,
+                    _check_prompts(source, dims, options.decode_check_steps),
+                    options.decode_check_steps,
+                )
             if not parity.ok:
                 raise ExportCheckError(f"the export does not match the source model: {parity.summary()}")
         folder = staged.commit()

@@ -42,7 +42,10 @@ class GoldenSet:
             "schema_version": GOLDEN_SCHEMA,
             "source": self.source,
             "logits_atol": self.logits_atol,
-            "rule": "greedy: argmax each step for len(greedy_ids) steps, end-of-text not special; position_ids = cumsum(attention_mask) - 1",
+            "rule": (
+                "greedy: argmax each step for len(greedy_ids) steps, end-of-text not special; "
+                "position_ids = cumsum(attention_mask) - 1"
+            ),
             "cases": [case.__dict__ for case in self.cases],
         }
 
@@ -59,7 +62,13 @@ def read_golden(folder: Path) -> GoldenSet:
         if data.get("format") != GOLDEN_FORMAT or int(data["schema_version"]) > GOLDEN_SCHEMA:
             raise ManifestError(f"{path} is not a golden file this gpt2-onnx reads")
         cases = [
-            GoldenCase(str(c["prompt"]), list(c["input_ids"]), list(c["greedy_ids"]), list(c["top5_ids"]), [float(v) for v in c["top5_logits"]])
+            GoldenCase(
+                str(c["prompt"]),
+                list(c["input_ids"]),
+                list(c["greedy_ids"]),
+                list(c["top5_ids"]),
+                [float(v) for v in c["top5_logits"]],
+            )
             for c in data["cases"]
         ]
         return GoldenSet(cases, float(data["logits_atol"]), str(data.get("source", "")))

@@ -28,7 +28,15 @@ from gpt2_onnx.names import (
     TensorSpec,
 )
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "FileRecord", "GraphRecord", "Manifest", "read_manifest", "write_manifest"]
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "FileRecord",
+    "GraphRecord",
+    "Manifest",
+    "read_manifest",
+    "write_manifest",
+]
 
 FORMAT = "gpt2-onnx"
 SCHEMA_VERSION = 1
@@ -183,13 +191,14 @@ def read_manifest(folder: Path) -> Manifest:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ManifestError(f"{path} is not a gpt2-onnx manifest (no \"format\": \"{FORMAT}\")")
+        raise ManifestError(f'{path} is not a gpt2-onnx manifest (no "format": "{FORMAT}")')
     version = data.get("schema_version")
     if not isinstance(version, int):
         raise ManifestError(f"{path} has no integer schema_version")
     if version > SCHEMA_VERSION:
         raise ManifestError(
-            f"{path} has schema version {version}, newer than this gpt2-onnx reads ({SCHEMA_VERSION}); upgrade gpt2-onnx"
+            f"{path} has schema version {version}, newer than this gpt2-onnx reads ({SCHEMA_VERSION}); "
+            "upgrade gpt2-onnx"
         )
     try:
         return _parse(data, path)

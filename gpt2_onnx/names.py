@@ -97,7 +97,9 @@ def _token_inputs(kind: GraphKind) -> list[TensorSpec]:
     ]
 
 
-def graph_inputs(kind: GraphKind, n_layer: int, n_head: int, head_dim: int, kv_dtype: str = "float32") -> list[TensorSpec]:
+def graph_inputs(
+    kind: GraphKind, n_layer: int, n_head: int, head_dim: int, kv_dtype: str = "float32"
+) -> list[TensorSpec]:
     """The inputs of a graph, in order."""
     specs = _token_inputs(kind)
     if kind == DECODE:

@@ -10,31 +10,44 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Comparison", "ParityReport", "compare_tensors", "compare_tokens", "kl_divergence", "top1_agreement"]
+__all__ = [
+    "Comparison",
+    "ParityReport",
+    "compare_logits",
+    "compare_tensors",
+    "compare_tokens",
+    "kl_divergence",
+    "top1_agreement",
+]
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One comparison: what was compared, how far apart, against which tolerance, and the verdict."""
+    """One comparison: what was compared, how far apart, against which limits, and the verdict."""
 
     check: str  # e.g. "prefill", "decode step 3", "padded batch row 1"
     tensor: str  # e.g. "logits", "present.0.key", "greedy tokens"
     ok: bool
     max_abs: float | None = None  # max |actual - expected|
     max_rel: float | None = None  # max_abs / max |expected|
-    atol: float | None = None
+    atol: float | None = None  # limit on max_abs (None: reported, not judged)
     top1: float | None = None  # fraction of positions whose argmax agrees
+    min_top1: float | None = None
     kl: float | None = None  # max KL(expected || actual) of next-token distributions
+    max_kl: float | None = None
     detail: str = ""
 
     def describe(self) -> str:
         parts = [f"{self.check}: {self.tensor}"]
         if self.max_abs is not None:
-            parts.append(f"max|Δ| {self.max_abs:.3g} (tol {self.atol:.3g}), rel {self.max_rel:.3g}")
+            limit = f" (tol {self.atol:.3g})" if self.atol is not None else ""
+            parts.append(f"max|Δ| {self.max_abs:.3g}{limit}, rel {self.max_rel:.3g}")
         if self.top1 is not None:
-            parts.append(f"top-1 {self.top1:.1%}")
+            limit = f" (min {self.min_top1:.1%})" if self.min_top1 is not None else ""
+            parts.append(f"top-1 {self.top1:.1%}{limit}")
         if self.kl is not None:
-            parts.append(f"KL {self.kl:.3g}")
+            limit = f" (max {self.max_kl:.3g})" if self.max_kl is not None else ""
+            parts.append(f"KL {self.kl:.3g}{limit}")
         if self.detail:
             parts.append(self.detail)
         return ", ".join(parts)
@@ -51,7 +64,8 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 def kl_divergence(actual: np.ndarray, expected: np.ndarray) -> float:
     """Largest KL(P_expected || P_actual) over positions, from logits (..., V)."""
     log_p, log_q = _log_softmax(expected), _log_softmax(actual)
-    return float(np.max(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)))
+    kl = np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)
+    return max(0.0, float(np.max(kl)))  # tiny negative values are rounding
 
 
 def top1_agreement(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -59,22 +73,48 @@ def top1_agreement(actual: np.ndarray, expected: np.ndarray) -> float:
     return float(np.mean(actual.argmax(axis=-1) == expected.argmax(axis=-1)))
 
 
-def compare_tensors(
-    check: str, tensor: str, actual: np.ndarray, expected: np.ndarray, atol: float, logits: bool = False
-) -> Comparison:
-    """Compare two arrays of the same shape; for logits also top-1 agreement and KL."""
-    if actual.shape != expected.shape:
-        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+def _differences(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, bool]:
     delta = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
     max_abs = float(delta.max()) if delta.size else 0.0
     peak = float(np.abs(expected).max()) if expected.size else 0.0
-    finite = bool(np.isfinite(actual).all())
-    ok = finite and max_abs <= atol
-    top1 = kl = None
-    if logits and actual.size:
-        top1, kl = top1_agreement(actual, expected), kl_divergence(actual, expected)
+    return max_abs, (max_abs / peak if peak else max_abs), bool(np.isfinite(actual).all())
+
+
+def compare_tensors(
+    check: str, tensor: str, actual: np.ndarray, expected: np.ndarray, atol: float | None
+) -> Comparison:
+    """Compare two arrays of the same shape by max absolute difference (``atol`` None: report only)."""
+    if actual.shape != expected.shape:
+        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+    max_abs, max_rel, finite = _differences(actual, expected)
+    ok = finite and (atol is None or max_abs <= atol)
+    return Comparison(check, tensor, ok, max_abs, max_rel, atol, detail="" if finite else "non-finite values")
+
+
+def compare_logits(
+    check: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    atol: float | None,
+    min_top1: float | None = None,
+    max_kl: float | None = None,
+    tensor: str = "logits",
+) -> Comparison:
+    """Compare logits (..., V): max |Δ|, top-1 agreement and KL of the next-token distributions, each judged
+    against its limit where one is given."""
+    if actual.shape != expected.shape:
+        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+    max_abs, max_rel, finite = _differences(actual, expected)
+    top1 = top1_agreement(actual, expected) if actual.size else 1.0
+    kl = kl_divergence(actual, expected) if actual.size and finite else float("inf")
+    ok = (
+        finite
+        and (atol is None or max_abs <= atol)
+        and (min_top1 is None or top1 >= min_top1)
+        and (max_kl is None or kl <= max_kl)
+    )
     return Comparison(
-        check, tensor, ok, max_abs, max_abs / peak if peak else max_abs, atol, top1, kl, "" if finite else "non-finite values"
+        check, tensor, ok, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, "" if finite else "non-finite values"
     )
 
 

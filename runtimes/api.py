@@ -37,7 +37,9 @@ class Gpt2Onnx:
         self.tokenizer = tokenizer
 
     @classmethod
-    def load(cls, folder: str | Path, provider: ProviderName = "cpu", options: RuntimeOptions | None = None) -> Gpt2Onnx:
+    def load(
+        cls, folder: str | Path, provider: ProviderName = "cpu", options: RuntimeOptions | None = None
+    ) -> Gpt2Onnx:
         """Load ``folder`` through its manifest on ``provider`` ("cpu" or "cuda"); never falls back to another."""
         options = replace(options, provider=provider) if options else RuntimeOptions(provider=provider)
         loaded = LoadedExport.load(Path(folder), options)
@@ -73,13 +75,17 @@ class Gpt2Onnx:
             encoded.append(ids)
         return encoded
 
-    def generate(self, prompts: str | Sequence[str], options: GenerationOptions | None = None) -> list[GenerationResult]:
+    def generate(
+        self, prompts: str | Sequence[str], options: GenerationOptions | None = None
+    ) -> list[GenerationResult]:
         """Generate for one prompt or a batch (left-padded together); one result per prompt, in order."""
         texts = [prompts] if isinstance(prompts, str) else list(prompts)
         results = self.generate_ids(self._prompt_ids(texts), options)
         return [replace(result, prompt=text) for result, text in zip(results, texts, strict=True)]
 
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None) -> list[GenerationResult]:
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None
+    ) -> list[GenerationResult]:
         """Generate from token ids (a batch of prompts)."""
         return Generation(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer).run()
 
@@ -90,14 +96,27 @@ class Gpt2Onnx:
         generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
         return TextStream(generation, self.tokenizer, options.stop, prompt)
 
-    def prefill(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> dict[str, np.ndarray]:
+    def prefill(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray
+    ) -> dict[str, np.ndarray]:
         """One checked run of the prefill graph (inputs validated before ONNX Runtime sees them)."""
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
         validate_feeds(PREFILL, feeds, self.dims)
         return self._loaded.run(PREFILL, feeds)
 
-    def decode_step(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray, past: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def decode_step(
+        self,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        position_ids: np.ndarray,
+        past: Mapping[str, np.ndarray],
+    ) -> dict[str, np.ndarray]:
         """One checked run of the decode graph with an explicit past (``past_key_values.{i}.key|value``)."""
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids, **past}
+        feeds = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            **past,
+        }
         validate_feeds(DECODE, feeds, self.dims)
         return self._loaded.run(DECODE, feeds)

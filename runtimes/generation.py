@@ -21,7 +21,7 @@ from runtimes.session import LoadedExport
 from runtimes.tokenizer import TextTokenizer
 from runtimes.validation import validate_token_ids
 
-__all__ = ["FinishReason", "GenerationOptions", "GenerationResult", "Generation", "StepEvent", "generate_ids"]
+__all__ = ["FinishReason", "Generation", "GenerationOptions", "GenerationResult", "StepEvent", "generate_ids"]
 
 FinishReason = Literal["eos", "stop", "length"]
 
@@ -117,7 +117,7 @@ class _Selector:
 
     def __init__(self, options: GenerationOptions, rows: int) -> None:
         self.options = options
-        seed = options.seed if options.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+        seed = options.seed if options.seed is not None else int(np.random.default_rng().integers(2**63))
         self.generators = [np.random.default_rng(seed) for _ in range(rows)]
 
     def __call__(self, logits: np.ndarray, rows: list[_Row]) -> np.ndarray:
@@ -208,7 +208,9 @@ def generate_ids(
     return Generation(loaded, prompts, options, tokenizer).run()
 
 
-def _advance(row: _Row, token: int, eos: int | None, options: GenerationOptions, tokenizer: TextTokenizer | None) -> None:
+def _advance(
+    row: _Row, token: int, eos: int | None, options: GenerationOptions, tokenizer: TextTokenizer | None
+) -> None:
     row.generated.append(token)  # the end-of-text token too, as transformers returns it
     if eos is not None and token == eos:
         row.finish = "eos"
@@ -223,7 +225,9 @@ def _advance(row: _Row, token: int, eos: int | None, options: GenerationOptions,
         row.finish = "length"
 
 
-def _result(row: _Row, tokenizer: TextTokenizer | None, timings: dict[str, float], step_times: list[float]) -> GenerationResult:
+def _result(
+    row: _Row, tokenizer: TextTokenizer | None, timings: dict[str, float], step_times: list[float]
+) -> GenerationResult:
     text = row.text if row.text is not None else (tokenizer.decode(row.generated) if tokenizer else "")
     decode_ms = 1000 * float(np.median(step_times)) if step_times else 0.0
     timings = {

@@ -48,5 +48,7 @@ def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> Parit
         if [int(i) for i in top_ids] != case.top5_ids:
             report.add(Comparison(name, "top-5 ids", False, detail=f"{top_ids.tolist()} vs expected {case.top5_ids}"))
         expected = np.array(case.top5_logits, dtype=np.float32)
-        report.add(compare_tensors(name, "top-5 logits", last[case.top5_ids].astype(np.float32), expected, golden.logits_atol))
+        report.add(
+            compare_tensors(name, "top-5 logits", last[case.top5_ids].astype(np.float32), expected, golden.logits_atol)
+        )
     return report

@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, KV_KINDS, LOGITS, POSITION_IDS, PREFILL, GraphKind, past_name, present_name
+from gpt2_onnx.names import (
+    ATTENTION_MASK,
+    DECODE,
+    INPUT_IDS,
+    KV_KINDS,
+    LOGITS,
+    POSITION_IDS,
+    PREFILL,
+    GraphKind,
+    past_name,
+    present_name,
+)
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -54,7 +65,14 @@ class KvCacheRunner:
         self.past_length += input_ids.shape[1]
         return logits
 
-    def _run(self, kind: GraphKind, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray, past: list[ort.OrtValue] | None) -> np.ndarray:
+    def _run(
+        self,
+        kind: GraphKind,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        position_ids: np.ndarray,
+        past: list[ort.OrtValue] | None,
+    ) -> np.ndarray:
         session = self._loaded.sessions[kind]
         binding = session.io_binding()
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)

@@ -38,7 +38,9 @@ def provider_list(name: str) -> list[str]:
 
 
 def _provider_library(capi: Path, name: str) -> Path:
-    return capi / (f"onnxruntime_providers_{name}.dll" if sys.platform == "win32" else f"libonnxruntime_providers_{name}.so")
+    return capi / (
+        f"onnxruntime_providers_{name}.dll" if sys.platform == "win32" else f"libonnxruntime_providers_{name}.so"
+    )
 
 
 def _load_error(capi: Path) -> str | None:

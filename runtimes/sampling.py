@@ -56,11 +56,19 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def sample(logits: np.ndarray, temperature: float, top_k: int, top_p: float, generators: Sequence[np.random.Generator]) -> np.ndarray:
+def sample(
+    logits: np.ndarray,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    generators: Sequence[np.random.Generator],
+) -> np.ndarray:
     """Sample one id per row; row i draws from ``generators[i]`` so its result does not depend on the batch."""
     scaled = logits.astype(np.float64) / temperature
     filtered = top_p_filter(top_k_filter(scaled, top_k), top_p)
     probs = _softmax(filtered)  # (B, V)
     cdf = np.cumsum(probs, axis=-1)
-    picks = [int(np.searchsorted(cdf[row], gen.random() * cdf[row, -1], side="right")) for row, gen in enumerate(generators)]
+    picks = [
+        int(np.searchsorted(cdf[row], gen.random() * cdf[row, -1], side="right")) for row, gen in enumerate(generators)
+    ]
     return np.minimum(np.asarray(picks, dtype=np.int64), logits.shape[-1] - 1)

@@ -50,7 +50,13 @@ def stream_text(generation: Generation, tokenizer: TextTokenizer, stops: Sequenc
 class TextStream:
     """An iterable of text chunks for one prompt; :attr:`result` holds the full result once iteration ends."""
 
-    def __init__(self, generation: Generation, tokenizer: TextTokenizer, stops: Sequence[str], prompt: str | None = None) -> None:
+    def __init__(
+        self,
+        generation: Generation,
+        tokenizer: TextTokenizer,
+        stops: Sequence[str],
+        prompt: str | None = None,
+    ) -> None:
         self._generation = generation
         self._chunks = stream_text(generation, tokenizer, stops)
         self._prompt = prompt

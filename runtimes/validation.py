@@ -13,6 +13,8 @@ from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, KV_KINDS, POSITIO
 
 __all__ = ["validate_feeds", "validate_token_ids"]
 
+_FLOAT32 = np.dtype(np.float32)
+
 
 def validate_token_ids(ids: np.ndarray, vocab_size: int, what: str = INPUT_IDS) -> None:
     if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
@@ -34,7 +36,9 @@ def _check_int64(name: str, array: np.ndarray, rank: int) -> None:
         raise InvalidInputError(f"{name} must have {rank} dimensions, got shape {array.shape}")
 
 
-def validate_feeds(kind: GraphKind, feeds: Mapping[str, object], dims: ModelDims, kv_dtype: np.dtype = np.dtype(np.float32)) -> None:
+def validate_feeds(
+    kind: GraphKind, feeds: Mapping[str, object], dims: ModelDims, kv_dtype: np.dtype = _FLOAT32
+) -> None:
     """Raise :class:`InvalidInputError` unless ``feeds`` fit the graph: names, dtypes, shapes, batch and length
     agreement, token ids within the vocabulary, past of the right layer count, dtype and head size."""
     ids, mask, positions = (_array(feeds, n) for n in (INPUT_IDS, ATTENTION_MASK, POSITION_IDS))
@@ -58,7 +62,9 @@ def validate_feeds(kind: GraphKind, feeds: Mapping[str, object], dims: ModelDims
     if past_len + new > dims.n_positions:
         raise InvalidInputError(f"sequence of {past_len + new} tokens exceeds the model's {dims.n_positions} positions")
     if positions.size and (int(positions.min()) < 0 or int(positions.max()) >= dims.n_positions):
-        raise InvalidInputError(f"{POSITION_IDS} must lie in [0, {dims.n_positions}), got {int(positions.min())}..{int(positions.max())}")
+        raise InvalidInputError(
+            f"{POSITION_IDS} must lie in [0, {dims.n_positions}), got {int(positions.min())}..{int(positions.max())}"
+        )
 
 
 def _validate_past(feeds: Mapping[str, object], dims: ModelDims, batch: int, kv_dtype: np.dtype) -> int:

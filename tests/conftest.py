@@ -24,7 +24,13 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
 
     from exporters.tokenizer_files import load_packaged_gpt2_tokenizer
 
-    settings = {**TINY_CONFIG, "bos_token_id": 50256, "eos_token_id": 50256, "tie_word_embeddings": tie, **config}
+    settings = {
+        **TINY_CONFIG,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+        "tie_word_embeddings": tie,
+        **config,
+    }
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(GPT2Config(**settings))
     if not tie:  # an untied head must hold its own values, not a copy of the embedding

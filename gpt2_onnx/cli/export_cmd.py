@@ -37,17 +37,64 @@ def _megabytes(size: int) -> str:
 
 
 @click.command()
-@click.option("-m", "--model", default=DEFAULT_MODEL, show_default=True, help="Local folder, Hugging Face Hub id, or random:NAME (gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, tiny).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("gpt2-onnx-out"), show_default=True, help="Export folder to create.")
-@click.option("--opset", type=int, default=DEFAULT_OPSET, show_default=True, help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).")
+@click.option(
+    "-m",
+    "--model",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Local folder, Hugging Face Hub id, or random:NAME "
+    "(gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, tiny).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("gpt2-onnx-out"),
+    show_default=True,
+    help="Export folder to create.",
+)
+@click.option(
+    "--opset",
+    type=int,
+    default=DEFAULT_OPSET,
+    show_default=True,
+    help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random:NAME weights.")
-@click.option("--tokenizer", default=None, help="Tokenizer source if not the model's: folder, hub id, or packaged:gpt2 (offline GPT-2 BPE).")
+@click.option(
+    "--tokenizer",
+    default=None,
+    help="Tokenizer source if not the model's: folder, hub id, or packaged:gpt2 (offline GPT-2 BPE).",
+)
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
-@click.option("--all-logits", is_flag=True, help="Prefill returns logits for every position (scoring), not only the last.")
-@click.option("--simplify", is_flag=True, help="Run onnxsim on both graphs (the tie and the shared weights file are kept).")
-@click.option("--force", is_flag=True, help="Replace a non-empty output folder, once the new export is complete and checked.")
+@click.option(
+    "--all-logits",
+    is_flag=True,
+    help="Prefill returns logits for every position (scoring), not only the last.",
+)
+@click.option(
+    "--simplify",
+    is_flag=True,
+    help="Run onnxsim on both graphs (the tie and the shared weights file are kept).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a non-empty output folder, once the new export is complete and checked.",
+)
 @click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
-def export(model: str, output: Path, opset: int, seed: int, tokenizer: str | None, revision: str | None, all_logits: bool, simplify: bool, force: bool, no_check: bool) -> None:
+def export(
+    model: str,
+    output: Path,
+    opset: int,
+    seed: int,
+    tokenizer: str | None,
+    revision: str | None,
+    all_logits: bool,
+    simplify: bool,
+    force: bool,
+    no_check: bool,
+) -> None:
     """Export a GPT-2 checkpoint to prefill.onnx + decode.onnx sharing one weights file.
 
     \b
@@ -58,7 +105,18 @@ def export(model: str, output: Path, opset: int, seed: int, tokenizer: str | Non
     """
     from gpt2_onnx.export import export_model
 
-    options = ExportOptions(model=model, output=output, opset=opset, seed=seed, tokenizer=tokenizer, revision=revision, all_logits=all_logits, simplify=simplify, force=force, check=not no_check)
+    options = ExportOptions(
+        model=model,
+        output=output,
+        opset=opset,
+        seed=seed,
+        tokenizer=tokenizer,
+        revision=revision,
+        all_logits=all_logits,
+        simplify=simplify,
+        force=force,
+        check=not no_check,
+    )
     click.echo(f"Exporting {model} to {output} (opset {opset})", err=True)
     display = StageDisplay()
     try:

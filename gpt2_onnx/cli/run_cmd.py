@@ -28,7 +28,9 @@ def _read_prompts(prompt: tuple[str, ...], prompts_file: str | None) -> list[str
         try:
             text = sys.stdin.read() if prompts_file == "-" else Path(prompts_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"cannot read prompts file '{prompts_file}': {getattr(exc, 'strerror', None) or exc}") from exc
+            raise InvalidInputError(
+                f"cannot read prompts file '{prompts_file}': {getattr(exc, 'strerror', None) or exc}"
+            ) from exc
         lines = [line for line in text.splitlines() if line.strip()]
         if not lines:
             raise InvalidInputError(f"prompts file '{prompts_file}' holds no prompt")
@@ -54,8 +56,8 @@ def _summary(result: GenerationResult) -> str:
 
 def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> None:
     """Print the prompt, then the continuation chunk by chunk; an interrupt leaves what was printed, flushed."""
+    stream = model.stream(prompt, options)  # validates before anything is printed
     click.echo(prompt, nl=False)
-    stream = model.stream(prompt, options)
     try:
         for chunk in stream:
             click.echo(chunk, nl=False)
@@ -68,7 +70,12 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
 
 @click.command()
 @click.argument("folder", type=click.Path(path_type=Path))
-@click.option("-p", "--prompt", multiple=True, help="Prompt text (repeatable). Without -p or --prompts, stdin is the prompt.")
+@click.option(
+    "-p",
+    "--prompt",
+    multiple=True,
+    help="Prompt text (repeatable). Without -p or --prompts, stdin is the prompt.",
+)
 @click.option("--prompts", "prompts_file", default=None, help="File with one prompt per line ('-' for stdin).")
 @click.option("-n", "--max-new-tokens", type=int, default=50, show_default=True)
 @click.option("--sample", is_flag=True, help="Sample instead of greedy decoding (transformers' do_sample).")
@@ -79,12 +86,48 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
 @click.option("--seed", type=int, default=None, help="Seed for sampling: same seed, same text.")
 @click.option("--stop", multiple=True, help="Stop when this text appears (repeatable); it is left out of the output.")
 @click.option("--ignore-eos", is_flag=True, help="Keep generating past the end-of-text token.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True, help="Prompts generated together (left-padded).")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Prompts generated together (left-padded).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per prompt and line.")
-@click.option("--provider", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True, envvar="GPT2_ONNX_PROVIDER", help="ONNX Runtime execution provider; never silently replaced by another.")
-@click.option("--threads", type=click.IntRange(min=0), default=None, help="Intra-op threads (0 or unset: ONNX Runtime's default).")
+@click.option(
+    "--provider",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    envvar="GPT2_ONNX_PROVIDER",
+    help="ONNX Runtime execution provider; never silently replaced by another.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Intra-op threads (0 or unset: ONNX Runtime's default).",
+)
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
-def run(folder: Path, prompt: tuple[str, ...], prompts_file: str | None, max_new_tokens: int, sample: bool, temperature: float, top_k: int, top_p: float, repetition_penalty: float, seed: int | None, stop: tuple[str, ...], ignore_eos: bool, batch_size: int, as_json: bool, provider: str, threads: int | None, no_stream: bool) -> None:
+def run(
+    folder: Path,
+    prompt: tuple[str, ...],
+    prompts_file: str | None,
+    max_new_tokens: int,
+    sample: bool,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    repetition_penalty: float,
+    seed: int | None,
+    stop: tuple[str, ...],
+    ignore_eos: bool,
+    batch_size: int,
+    as_json: bool,
+    provider: str,
+    threads: int | None,
+    no_stream: bool,
+) -> None:
     """Generate text from an export FOLDER with ONNX Runtime.
 
     \b
@@ -98,7 +141,17 @@ def run(folder: Path, prompt: tuple[str, ...], prompts_file: str | None, max_new
     from runtimes.generation import GenerationOptions
     from runtimes.session import RuntimeOptions
 
-    options = GenerationOptions(max_new_tokens=max_new_tokens, do_sample=sample, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, seed=seed, stop=stop, ignore_eos=ignore_eos)
+    options = GenerationOptions(
+        max_new_tokens=max_new_tokens,
+        do_sample=sample,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        repetition_penalty=repetition_penalty,
+        seed=seed,
+        stop=stop,
+        ignore_eos=ignore_eos,
+    )
     prompts = _read_prompts(prompt, prompts_file)
     for index, text in enumerate(prompts):
         if not text.strip():

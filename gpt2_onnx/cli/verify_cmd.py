@@ -1,0 +1,85 @@
+"""``gpt2-onnx verify``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from gpt2_onnx.errors import ParityError
+
+__all__ = ["verify"]
+
+
+@click.command()
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option(
+    "-m", "--model", default=None, help="Source model (folder, hub id, random:NAME); default: the manifest's."
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    envvar="GPT2_ONNX_PROVIDER",
+    help="ONNX Runtime execution provider for the export (the source model runs on the CPU).",
+)
+@click.option("--steps", type=click.IntRange(min=1), default=32, show_default=True, help="Decode steps compared.")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Rows of the padded batch."
+)
+@click.option("--threads", type=click.IntRange(min=0), default=None, help="ONNX Runtime intra-op threads.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the report as JSON ('-': stdout).",
+)
+def verify(
+    folder: Path,
+    model: str | None,
+    provider: str,
+    steps: int,
+    batch_size: int,
+    threads: int | None,
+    json_path: Path | None,
+) -> None:
+    """Measure an export's parity with its source model and fail if a tolerance is exceeded.
+
+    Compares prefill (logits, every present), decode chained over --steps steps (teacher-forced and free-running
+    greedy), several past lengths up to the model's limit, a left-padded batch, the golden vectors, and every
+    file's sha256. All checks run; the command then fails once, listing every failure with its figures.
+
+    \b
+    Examples:
+      gpt2-onnx verify out
+      gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --json report.json
+    """
+    from gpt2_onnx.cli.export_cmd import StageDisplay
+    from gpt2_onnx.report_table import render_table
+    from gpt2_onnx.verification import VerifyOptions, verify_export
+
+    display = StageDisplay()
+    click.echo(f"Verifying {folder}", err=True)
+    try:
+        report = verify_export(VerifyOptions(folder, model, provider, steps, batch_size, threads), display)
+    finally:
+        display.close_line()
+    as_json = json.dumps(report.to_json(), indent=2)
+    if json_path is not None and str(json_path) == "-":
+        click.echo(as_json)
+    else:
+        if json_path is not None:
+            json_path.write_text(as_json + "\n", encoding="utf-8")
+        click.echo(f"Source: {report.source}; export: {report.precision} on {report.provider}")
+        click.echo(f"Tolerances: {report.tolerance.basis}")
+        click.echo(render_table(report.parity.comparisons))
+        bad_files = [f.name for f in report.files if not f.ok]
+        click.echo(f"Files: {len(report.files) - len(bad_files)} of {len(report.files)} match the manifest's sha256")
+    if not report.ok:
+        failures = report.failures()
+        details = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+        raise ParityError(f"verify failed: {len(failures)} failure(s): {details}")
+    click.echo(f"PASS: {len(report.parity.comparisons)} comparisons within tolerance, all files intact", err=True)

@@ -1,0 +1,182 @@
+"""``gpt2-onnx export`` through click's CliRunner: exit codes, one-line messages, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gpt2_onnx.cli import cli
+from gpt2_onnx.errors import ExportError
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def leftovers(parent: Path) -> list[str]:
+    return [p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name]
+
+
+def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
+    assert result.exit_code == code, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "Parity with the source model: " in result.output and "within tolerance" in result.output
+    for stage in ("trace prefill", "trace decode", "save weights", "check parity"):
+        assert stage in result.output
+    assert (out / "manifest.json").is_file()
+    assert leftovers(tmp_path) == []
+
+
+def test_missing_model_folder(tmp_path: Path) -> None:
+    result = invoke("export", "--model", str(tmp_path / "nope"), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "does not exist")
+    assert not (tmp_path / "out").exists()
+
+
+def test_folder_without_config(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    result = invoke("export", "--model", str(tmp_path / "ckpt"), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "no config.json")
+
+
+def test_unknown_random_name(tmp_path: Path) -> None:
+    result = invoke("export", "--model", "random:gpt5", "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "unknown random model", "gpt2-medium")
+    assert not (tmp_path / "out").exists()
+
+
+def test_checkpoint_that_is_not_gpt2(tmp_path: Path) -> None:
+    ckpt = tmp_path / "bert"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}))
+    result = invoke("export", "--model", str(ckpt), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "bert", "GPT-2")
+
+
+def test_gpt2_architecture_without_lm_head_is_refused(tmp_path: Path) -> None:
+    ckpt = tmp_path / "cls"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(
+        json.dumps({"model_type": "gpt2", "architectures": ["GPT2ForSequenceClassification"]})
+    )
+    result = invoke("export", "--model", str(ckpt), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "GPT2ForSequenceClassification")
+
+
+@pytest.mark.parametrize("opset", ["16", "22"])
+def test_unsupported_opset(tmp_path: Path, opset: str) -> None:
+    result = invoke("export", "--model", "random:tiny", "--opset", opset, "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, f"opset {opset}", "17..21")
+
+
+def test_existing_output_needs_force_and_is_replaced_only_when_done(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("earlier work")
+    result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
+    assert_one_line_error(result, 2, "not empty", "--force")
+    assert (out / "keep.txt").read_text() == "earlier work"
+
+    result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out), "--force")
+    assert result.exit_code == 0, result.output
+    assert not (out / "keep.txt").exists() and (out / "decode.onnx").is_file()
+    assert leftovers(tmp_path) == []
+
+
+def test_output_path_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    result = invoke("export", "--model", "random:tiny", "-o", str(target))
+    assert_one_line_error(result, 2, "is a file")
+
+
+def test_failing_stage_leaves_nothing_behind(
+    tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpt2_onnx.export as export_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ExportError("simulated failure while writing")
+
+    monkeypatch.setattr(export_module, "write_golden", broken)
+    existing = tmp_path / "out"
+    result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(existing))
+    assert_one_line_error(result, 1, "simulated failure")
+    assert not existing.exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_corrupt_safetensors(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    import shutil
+
+    ckpt = tmp_path / "corrupt"
+    shutil.copytree(tiny_checkpoint, ckpt)
+    weights = ckpt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    result = invoke("export", "--model", str(ckpt), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "cannot load the checkpoint")
+
+
+class _Exploit:
+    """A pickle payload that would create a file if unpickled with code execution allowed."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_checkpoints_never_run_code(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    import shutil
+
+    ckpt = tmp_path / "evil"
+    shutil.copytree(tiny_checkpoint, ckpt, ignore=shutil.ignore_patterns("*.safetensors"))
+    marker = tmp_path / "pwned"
+    with (ckpt / "pytorch_model.bin").open("wb") as handle:
+        pickle.dump({"transformer.wte.weight": _Exploit(marker)}, handle)
+    result = invoke("export", "--model", str(ckpt), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "cannot load the checkpoint")
+    assert not marker.exists()
+
+
+def test_plain_pickle_checkpoint_loads_with_weights_only(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    ckpt = tmp_path / "pickled"
+    shutil.copytree(tiny_checkpoint, ckpt, ignore=shutil.ignore_patterns("*.safetensors"))
+    torch.save(GPT2LMHeadModel.from_pretrained(tiny_checkpoint).state_dict(), ckpt / "pytorch_model.bin")
+    result = invoke("export", "--model", str(ckpt), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+
+
+def test_unreachable_hub_names_the_offline_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = invoke("export", "--model", "some-org/some-gpt2", "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "cannot be reached", "random:gpt2")
+
+
+def test_module_entry_point_and_version() -> None:
+    done = subprocess.run([sys.executable, "-m", "gpt2_onnx", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("gpt2-onnx, version ")

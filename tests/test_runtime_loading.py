@@ -1,0 +1,99 @@
+"""Loading an export folder through its manifest: providers, and every mismatch refused with a clear error."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import pytest
+
+from gpt2_onnx.errors import ManifestError, ProviderUnavailableError
+from runtimes import Gpt2Onnx, RuntimeOptions
+from runtimes.session import LoadedExport
+
+
+def cuda_works() -> bool:
+    """True only where a session really gets the CUDA provider (libraries present and a GPU)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from runtimes.providers import ensure_provider_loadable
+
+    try:
+        ensure_provider_loadable("cuda")
+    except ProviderUnavailableError:
+        return False
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
+        [value],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    return session.get_providers()[0] == "CUDAExecutionProvider"
+
+
+@pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
+def test_asking_for_cuda_without_it_fails_clearly(tiny_export: Path) -> None:
+    with pytest.raises(ProviderUnavailableError) as caught:
+        Gpt2Onnx.load(tiny_export, provider="cuda")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "CUDA" in message and "--provider cpu" in message
+
+
+def test_sessions_run_on_the_provider_asked_for(tiny_export: Path) -> None:
+    model = Gpt2Onnx.load(
+        tiny_export, provider="cpu", options=RuntimeOptions(intra_op_threads=1, graph_optimization="basic")
+    )
+    assert model.providers == {"prefill": ["CPUExecutionProvider"], "decode": ["CPUExecutionProvider"]}
+
+
+def test_missing_folder_and_manifest(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="does not exist"):
+        LoadedExport.load(tmp_path / "nope")
+    with pytest.raises(ManifestError, match=r"no manifest\.json"):
+        LoadedExport.load(tmp_path)
+
+
+def test_missing_graph(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    (folder / "decode.onnx").unlink()
+    with pytest.raises(ManifestError, match=r"lacks decode\.onnx"):
+        LoadedExport.load(folder)
+
+
+def test_changed_weights_size(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    with (folder / "model.onnx.data").open("ab") as handle:
+        handle.write(b"\0" * 16)
+    with pytest.raises(ManifestError, match=r"model\.onnx\.data has \d+ bytes but the manifest says"):
+        LoadedExport.load(folder)
+
+
+def test_graph_from_another_export(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    for prop in graph.metadata_props:
+        if prop.key == "gpt2_onnx.export_id":
+            prop.value = "0" * 32
+    data = graph.SerializeToString()
+    (folder / "decode.onnx").write_bytes(data)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["decode.onnx"]["size"] = len(data)  # a consistent size: only the origin differs
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match="another export"):
+        LoadedExport.load(folder)
+
+
+def test_manifest_io_that_does_not_match_the_graph(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["graphs"]["prefill"]["outputs"][0]["name"] = "scores"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ManifestError, match=r"outputs do not match manifest\.json"):
+        LoadedExport.load(folder)
