@@ -1,0 +1,114 @@
+"""``gpt2-onnx verify``: passes on a good export, fails with figures on each planted fault."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+from gpt2_onnx.cli import cli
+from gpt2_onnx.verification import VerifyOptions, verify_export
+from tests import faults
+
+FAST = ("--steps", "6", "--batch-size", "3")
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_good_export_passes_with_a_full_report(tiny_export: Path, tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    result = invoke("verify", str(tiny_export), *FAST, "--json", str(report_path))
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.stderr and "present.* (4)" in result.stdout
+    report = json.loads(report_path.read_text())
+    assert report["result"] == "pass" and report["failures"] == []
+    checks = {c["check"] for c in report["comparisons"]}
+    for expected in ("prefill", "decode step 6", "decode, empty past", "past 0 + 1 new", "past 127 + 1 new", "past 4 + 3 new"):
+        assert expected in checks
+    assert any(c.startswith("padded batch row 2") for c in checks)
+    assert any(c.startswith("free-running greedy row 2") for c in checks)
+    assert any(c.startswith("golden case") for c in checks)
+    logits = [c for c in report["comparisons"] if c["tensor"] == "logits"]
+    assert all({"max_abs", "max_rel", "top1", "kl", "atol"} <= set(c) for c in logits)
+    assert report["tolerance"]["logits_atol"] == 1e-4 and report["tolerance"]["greedy_exact"] is True
+    assert report["environment"]["libraries"]["onnxruntime-gpu"] or report["environment"]["libraries"]["onnxruntime"]
+    assert report["provider"] == "CPUExecutionProvider" and report["environment"]["cpu_count"]
+    assert all(f["ok"] for f in report["files"]) and {f["name"] for f in report["files"]} >= {"model.onnx.data"}
+
+
+def test_json_to_stdout(tiny_export: Path) -> None:
+    result = invoke("verify", str(tiny_export), "--steps", "2", "--batch-size", "2", "--json", "-")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["result"] == "pass"
+
+
+def run_faulty(folder: Path) -> tuple[Result, dict[str, object]]:
+    report = folder.parent / "report.json"
+    result = invoke("verify", str(folder), *FAST, "--json", str(report))
+    return result, json.loads(report.read_text())
+
+
+def assert_fails_on(result: Result, report: dict[str, object], *fragments: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert result.output.count("Error: verify failed") == 1
+    failures = report["failures"]
+    assert isinstance(failures, list) and failures
+    text = "\n".join(failures)
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+def test_corrupted_weight_fails(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    faults.corrupt_weight(folder, "transformer.h.1.mlp.c_fc.weight", refresh=True)
+    result, report = run_faulty(folder)
+    assert_fails_on(result, report, "prefill: logits, max|Δ|", "decode step 1: logits", "golden case")
+
+
+def test_corrupted_weight_without_manifest_update_fails_twice(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    faults.corrupt_weight(folder, "transformer.h.0.attn.c_attn.weight", refresh=False)
+    result, report = run_faulty(folder)
+    assert_fails_on(result, report, "file model.onnx.data: sha256", "prefill: logits")
+
+
+def test_swapped_kv_outputs_fail(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    faults.swap_kv_outputs(folder, "decode", "present.0.key", "present.1.key")
+    result, report = run_faulty(folder)
+    assert_fails_on(result, report, "present.0.key", "present.1.key")
+    assert "prefill: present.0.key" not in "\n".join(report["failures"])  # type: ignore[arg-type]
+
+
+def test_changed_position_rule_in_the_graph_fails(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    faults.shift_positions(folder, "prefill")
+    result, report = run_faulty(folder)
+    assert_fails_on(result, report, "prefill: logits", "padded batch row")
+
+
+def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def ignore_padding(mask: np.ndarray) -> np.ndarray:  # arange: wrong for left-padded rows
+        return np.broadcast_to(np.arange(mask.shape[1], dtype=np.int64), mask.shape).copy()
+
+    import gpt2_onnx.checks
+    import runtimes.generation
+
+    monkeypatch.setattr(gpt2_onnx.checks, "position_ids", ignore_padding)
+    monkeypatch.setattr(runtimes.generation, "position_ids", ignore_padding)
+    report = verify_export(VerifyOptions(tiny_export, steps=4, batch_size=3))
+    assert not report.ok
+    failed = {c.check for c in report.parity.failures}
+    assert any(check.startswith("padded batch row") for check in failed)
+    assert not any(check in ("prefill", "decode step 1") for check in failed), "unpadded checks stay exact"
+
+
+def test_missing_export_folder(tmp_path: Path) -> None:
+    result = invoke("verify", str(tmp_path / "none"))
+    assert result.exit_code == 2 and "Error: export folder" in result.output
