@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from gpt2_onnx import __version__
 from gpt2_onnx.config import ExportOptions, ModelDims
 from gpt2_onnx.environment import describe_environment
 from gpt2_onnx.errors import ExportCheckError
+from gpt2_onnx.genai_config import write_genai_config
 from gpt2_onnx.golden import write_golden
 from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
 from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
@@ -180,6 +181,8 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             )
             others.append(write_golden(staged.path, golden))
             manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
+            genai = write_genai_config(staged.path, manifest)  # from the manifest, then listed in it
+            manifest = replace(manifest, files={**manifest.files, **file_records(staged.path, [genai])})
             write_manifest(staged.path, manifest)
         if options.check:
             with stages.stage("check parity"):

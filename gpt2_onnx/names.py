@@ -27,11 +27,14 @@ __all__ = [
     "TOTAL_SEQUENCE",
     "WEIGHTS_FILE",
     "GraphKind",
+    "KvKind",
     "TensorSpec",
     "graph_inputs",
     "graph_outputs",
     "past_name",
+    "past_name_pattern",
     "present_name",
+    "present_name_pattern",
 ]
 
 GraphKind = Literal["prefill", "decode"]
@@ -62,14 +65,24 @@ POSITION_IDS_RULE = (
 )
 
 
+def past_name_pattern(kind: KvKind) -> str:
+    """printf pattern of the past KV inputs over layers, for onnxruntime-genai: ``past_key_values.%d.key``."""
+    return f"past_key_values.%d.{kind}"
+
+
+def present_name_pattern(kind: KvKind) -> str:
+    """printf pattern of the KV outputs over layers: ``present.%d.value``."""
+    return f"present.%d.{kind}"
+
+
 def past_name(layer: int, kind: KvKind) -> str:
     """Name of a decode graph's past KV input, e.g. ``past_key_values.0.key``."""
-    return f"past_key_values.{layer}.{kind}"
+    return past_name_pattern(kind) % layer
 
 
 def present_name(layer: int, kind: KvKind) -> str:
     """Name of a graph's KV output, e.g. ``present.0.value``."""
-    return f"present.{layer}.{kind}"
+    return present_name_pattern(kind) % layer
 
 
 Dim = str | int

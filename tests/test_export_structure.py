@@ -26,6 +26,7 @@ EXPECTED_FILES = {
     "config.json",
     "generation_config.json",
     "golden.json",
+    "genai_config.json",
     "manifest.json",
 }
 

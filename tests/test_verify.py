@@ -29,7 +29,14 @@ def test_good_export_passes_with_a_full_report(tiny_export: Path, tmp_path: Path
     report = json.loads(report_path.read_text())
     assert report["result"] == "pass" and report["failures"] == []
     checks = {c["check"] for c in report["comparisons"]}
-    for expected in ("prefill", "decode step 6", "decode, empty past", "past 0 + 1 new", "past 127 + 1 new", "past 4 + 3 new"):
+    for expected in (
+        "prefill",
+        "decode step 6",
+        "decode, empty past",
+        "past 0 + 1 new",
+        "past 127 + 1 new",
+        "past 4 + 3 new",
+    ):
         assert expected in checks
     assert any(c.startswith("padded batch row 2") for c in checks)
     assert any(c.startswith("free-running greedy row 2") for c in checks)

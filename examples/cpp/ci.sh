@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Build the C++ consumer and run it against a fresh export, as CI does:
+#   1. ONNX Runtime and nlohmann/json into examples/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
+#   2. python -m gpt2_onnx export --model random:tiny into examples/cpp/build/export-tiny
+#   3. cmake configure + build, then ctest (unit tests, the golden check, and a tampered golden that must fail)
+# Safe to run again; the build is incremental.
+#
+# Environment:
+#   PYTHON            Python with gpt2-onnx installed (default: $VENV/bin/python, VENV defaulting to .venv)
+#   GPT2_ONNX_EXPORT  an existing export folder to check instead of exporting random:tiny
+#   BUILD_DIR         build folder (default examples/cpp/build)
+#   ORT_PACKAGE, ORT_VERSION, DEBIAN_SUITE, DEBIAN_MIRROR: see get-onnxruntime.sh
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VENV=${VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV=$ROOT/$VENV ;; esac
+PYTHON=${PYTHON:-$VENV/bin/python}
+BUILD_DIR=${BUILD_DIR:-$HERE/build}
+
+[ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null || {
+  echo "ci.sh: no Python at $PYTHON; run scripts/setup.sh or set PYTHON" >&2
+  exit 1
+}
+
+PYTHON=$PYTHON "$HERE/get-onnxruntime.sh"
+
+if [ -z "${GPT2_ONNX_EXPORT:-}" ]; then
+  GPT2_ONNX_EXPORT=$BUILD_DIR/export-tiny
+  mkdir -p "$BUILD_DIR"
+  (cd "$ROOT" && "$PYTHON" -m gpt2_onnx export --model random:tiny --output "$GPT2_ONNX_EXPORT" --force)
+fi
+
+GENERATOR=()
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+  GENERATOR=(-G Ninja)  # only when configuring afresh: a build folder keeps its generator
+fi
+cmake -S "$HERE" -B "$BUILD_DIR" "${GENERATOR[@]}" -DGPT2_ONNX_EXPORT="$GPT2_ONNX_EXPORT"
+cmake --build "$BUILD_DIR" --parallel "$(nproc 2>/dev/null || echo 2)"
+cd "$BUILD_DIR"
+ctest --output-on-failure

@@ -1,0 +1,12 @@
+# Run PROGRAM with ARGS (separated by |) and pass only if it exits with EXPECT_STATUS and prints EXPECT_OUTPUT:
+# a test that a check fails for the right reason, not merely that something failed.
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND "${PROGRAM}" ${args} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT status STREQUAL "${EXPECT_STATUS}")
+  message(FATAL_ERROR "exit status ${status}, expected ${EXPECT_STATUS}")
+endif()
+string(FIND "${out}${err}" "${EXPECT_OUTPUT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the output lacks '${EXPECT_OUTPUT}'")
+endif()

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Put ONNX Runtime (library + C/C++ headers) and nlohmann/json (headers) under examples/cpp/third_party/, using
+# only the package registries (PyPI, Debian). Safe to run again: it does nothing when its stamp matches.
+#
+#   third_party/onnxruntime/lib/      libonnxruntime.so.1.<ver> from the PyPI wheel (onnxruntime/capi/), with the
+#                                     libonnxruntime.so.1 (its SONAME) and libonnxruntime.so links added here
+#   third_party/onnxruntime/include/  onnxruntime_cxx_api.h and friends from Debian trixie's libonnxruntime-dev
+#                                     (bookworm has none); downloaded with a private apt configuration and
+#                                     unpacked with dpkg-deb, never installed
+#   third_party/nlohmann/include/     nlohmann/json.hpp from Debian's nlohmann-json3-dev, the same way
+#
+# The library must be at least as new as the headers (a newer library serves every older C API version).
+# The layout (include/, lib/) is that of the official ONNX Runtime release archives, so -DONNXRUNTIME_ROOT can
+# point at one of those instead where they can be downloaded.
+#
+# Environment:
+#   PYTHON         a Python with pip (default: python3)
+#   ORT_PACKAGE    onnxruntime (CPU, default) or onnxruntime-gpu (adds the CUDA provider libraries)
+#   ORT_VERSION    wheel version (default 1.31.1)
+#   DEBIAN_SUITE   Debian release to take the headers from (default trixie)
+#   DEBIAN_MIRROR  Debian archive URL; default: the one this machine's apt uses for its own release
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+THIRD_PARTY=${THIRD_PARTY:-$HERE/third_party}
+PYTHON=${PYTHON:-python3}
+ORT_PACKAGE=${ORT_PACKAGE:-onnxruntime}
+ORT_VERSION=${ORT_VERSION:-1.31.1}
+DEBIAN_SUITE=${DEBIAN_SUITE:-trixie}
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+die() { echo "get-onnxruntime.sh: $*" >&2; exit 1; }
+
+STAMP_TEXT="$ORT_PACKAGE==$ORT_VERSION headers:$DEBIAN_SUITE"
+if [ -f "$THIRD_PARTY/.stamp" ] && [ "$(cat "$THIRD_PARTY/.stamp")" = "$STAMP_TEXT" ] \
+  && [ -e "$THIRD_PARTY/onnxruntime/lib/libonnxruntime.so" ] \
+  && [ -f "$THIRD_PARTY/onnxruntime/include/onnxruntime_cxx_api.h" ] \
+  && [ -f "$THIRD_PARTY/nlohmann/include/nlohmann/json.hpp" ]; then
+  echo "ONNX Runtime already in $THIRD_PARTY ($STAMP_TEXT)"
+  exit 0
+fi
+
+# The Debian archive this machine's apt already uses for its own release (one-line .list or deb822 .sources).
+debian_mirror() {
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [ -n "$codename" ] || return 0
+  {
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [ -f "$f" ] || continue
+      sed -E 's/\[[^]]*\]//' "$f" | awk -v c="$codename" '$1 == "deb" && $3 == c { print $2 }'
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [ -f "$f" ] || continue
+      awk -v c="$codename" 'BEGIN { RS = ""; FS = "\n" } {
+        uri = ""; hit = 0
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^URIs:/) { split($i, u, /[ \t]+/); uri = u[2] }
+          if ($i ~ /^Suites:/) { n = split($i, s, /[ \t]+/); for (j = 2; j <= n; j++) if (s[j] == c) hit = 1 }
+        }
+        if (hit && uri != "") print uri
+      }' "$f"
+    done
+  } | head -n 1
+}
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+STAGE=$WORK/third_party
+mkdir -p "$STAGE/onnxruntime/lib" "$STAGE/onnxruntime/include" "$STAGE/nlohmann/include"
+
+# 1. Headers: a private apt configuration (own lists, cache, sources) that reads the chosen suite only.
+MIRROR=${DEBIAN_MIRROR:-$(debian_mirror)}
+[ -n "$MIRROR" ] || die "cannot find this machine's Debian mirror in /etc/apt; set DEBIAN_MIRROR"
+[ -f "$KEYRING" ] || die "$KEYRING is missing (apt-get install debian-archive-keyring)"
+APT_DIR=$WORK/apt
+mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/preferences.d" "$WORK/debs"
+echo "deb [signed-by=$KEYRING] $MIRROR $DEBIAN_SUITE main" >"$APT_DIR/sources.list"
+APT_OPTS=(
+  -o "Dir::Etc::SourceList=$APT_DIR/sources.list" -o "Dir::Etc::SourceParts=-"
+  -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache"
+  -o "Dir::Etc::Preferences=$APT_DIR/preferences" -o "Dir::Etc::PreferencesParts=$APT_DIR/preferences.d"
+)
+if [ "$(id -u)" = 0 ]; then
+  APT_OPTS+=(-o "APT::Sandbox::User=root")  # the _apt user cannot write into our private folder
+fi
+echo "Reading $DEBIAN_SUITE package lists from $MIRROR"
+if ! apt-get "${APT_OPTS[@]}" -qq update >"$WORK/apt-update.log" 2>&1; then
+  cat "$WORK/apt-update.log" >&2
+  die "apt-get update for $DEBIAN_SUITE from $MIRROR failed"
+fi
+(cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download libonnxruntime-dev nlohmann-json3-dev) \
+  || die "apt-get download libonnxruntime-dev nlohmann-json3-dev failed"
+for deb in "$WORK"/debs/*.deb; do
+  dpkg-deb -x "$deb" "$WORK/root"
+done
+cp -R "$WORK/root/usr/include/onnxruntime/." "$STAGE/onnxruntime/include/"
+cp -R "$WORK/root/usr/include/nlohmann" "$STAGE/nlohmann/include/"
+HEADER_API=$(sed -nE 's/^#define ORT_API_VERSION ([0-9]+).*/\1/p' "$STAGE/onnxruntime/include/onnxruntime_c_api.h")
+[ -n "$HEADER_API" ] || die "no ORT_API_VERSION in the downloaded onnxruntime_c_api.h"
+
+# 2. Library: the wheel's onnxruntime/capi/lib*.so* (and, in onnxruntime-gpu, the provider libraries beside it).
+LIB_MINOR=$(echo "$ORT_VERSION" | cut -d. -f2)
+[ "$LIB_MINOR" -ge "$HEADER_API" ] \
+  || die "ONNX Runtime $ORT_VERSION is older than the headers (1.$HEADER_API); set ORT_VERSION >= 1.$HEADER_API"
+echo "Downloading $ORT_PACKAGE==$ORT_VERSION from PyPI"
+"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --dest "$WORK/wheel" "$ORT_PACKAGE==$ORT_VERSION"
+"$PYTHON" - "$WORK"/wheel/*.whl "$STAGE/onnxruntime/lib" <<'EOF'
+import sys, zipfile
+from pathlib import Path
+
+wheel, target = sys.argv[1], Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as archive:
+    for name in archive.namelist():
+        path = Path(name)
+        if path.parent.as_posix() == "onnxruntime/capi" and path.name.startswith("lib") and ".so" in path.name:
+            (target / path.name).write_bytes(archive.read(name))
+EOF
+LIB=$(cd "$STAGE/onnxruntime/lib" && ls libonnxruntime.so.1.* 2>/dev/null | head -n 1)
+[ -n "$LIB" ] || die "the $ORT_PACKAGE wheel has no onnxruntime/capi/libonnxruntime.so.1.*"
+ln -s "$LIB" "$STAGE/onnxruntime/lib/libonnxruntime.so.1"
+ln -s libonnxruntime.so.1 "$STAGE/onnxruntime/lib/libonnxruntime.so"
+echo "$ORT_VERSION" >"$STAGE/onnxruntime/VERSION"
+
+# 3. Replace the old folder only now that the new one is complete.
+echo "$STAMP_TEXT" >"$STAGE/.stamp"
+rm -rf "$THIRD_PARTY"
+mkdir -p "$(dirname "$THIRD_PARTY")"
+mv "$STAGE" "$THIRD_PARTY"
+echo "ONNX Runtime $ORT_VERSION ($LIB, headers C API $HEADER_API) and nlohmann/json in $THIRD_PARTY"

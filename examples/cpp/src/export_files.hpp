@@ -1,0 +1,62 @@
+// The two JSON files of an export folder that a consumer reads: manifest.json (the I/O contract) and golden.json
+// (prompts with the source model's greedy continuation and last-position top-5 logits).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpt2 {
+
+// An export folder or one of its files is missing, malformed or not one this sample reads.
+class ExportFolderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::string dtype;  // "int64", "float32" or "float16"
+};
+
+struct GraphSpec {
+  std::string file;                 // a plain file name inside the export folder
+  std::vector<TensorSpec> inputs;   // in graph order: input_ids, attention_mask, position_ids[, past…]
+  std::vector<TensorSpec> outputs;  // in graph order: logits, present…
+};
+
+struct Manifest {
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_embd = 0;
+  int64_t head_dim = 0;  // n_embd / n_head
+  int64_t vocab_size = 0;
+  int64_t n_positions = 0;  // longest sequence (prompt + generated) the model covers
+  int64_t opset = 0;
+  std::string min_onnxruntime;  // oldest ONNX Runtime known to load the graphs, "1.16.0"
+  std::optional<int64_t> eos_token_id;
+  std::optional<int64_t> pad_token_id;
+  GraphSpec prefill;  // prompt → logits of the last position (B, 1, V) and the KV cache
+  GraphSpec decode;   // new tokens + past KV (may be empty) → logits (B, N, V) and the grown KV cache
+};
+
+struct GoldenCase {
+  std::string prompt;
+  std::vector<int64_t> input_ids;   // the prompt's token ids
+  std::vector<int64_t> greedy_ids;  // greedy continuation, end-of-text not treated specially
+  std::vector<int64_t> top5_ids;    // of the prompt's last-position logits, most likely first
+  std::vector<float> top5_logits;
+};
+
+struct Golden {
+  std::vector<GoldenCase> cases;
+  double logits_atol = 0.0;
+};
+
+Manifest read_manifest(const std::filesystem::path& folder);
+Golden read_golden(const std::filesystem::path& file);
+
+}  // namespace gpt2

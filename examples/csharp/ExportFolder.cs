@@ -1,0 +1,111 @@
+// The two JSON files of an export folder that a consumer reads: manifest.json (the I/O contract) and golden.json
+// (prompts with the source model's greedy continuation and last-position top-5 logits).
+using System.Text.Json;
+
+namespace Gpt2Onnx.Sample;
+
+/// <summary>An export folder or one of its files is missing, malformed or not one this sample reads.</summary>
+public sealed class ExportFolderException(string message) : Exception(message);
+
+/// <summary>One graph: its file and its tensor names in graph order.</summary>
+public sealed record GraphSpec(string File, IReadOnlyList<string> Inputs, IReadOnlyList<string> Outputs);
+
+/// <summary>What the sample needs from manifest.json.</summary>
+public sealed record Manifest(
+    int NLayer, int NHead, int NEmbd, int VocabSize, int NPositions, int Opset, string MinOnnxRuntime,
+    int? EosTokenId, int? PadTokenId, GraphSpec Prefill, GraphSpec Decode)
+{
+    private const int SchemaVersion = 1;  // the newest manifest.json schema this sample reads
+
+    public static Manifest Read(string folder)
+    {
+        string path = Path.Combine(folder, "manifest.json");
+        using JsonDocument doc = ReadJson(path, "gpt2-onnx", SchemaVersion);
+        try
+        {
+            JsonElement root = doc.RootElement, model = root.GetProperty("model"), tokens = root.GetProperty("tokens");
+            JsonElement graphs = root.GetProperty("graphs");
+            return new Manifest(
+                model.GetProperty("n_layer").GetInt32(), model.GetProperty("n_head").GetInt32(),
+                model.GetProperty("n_embd").GetInt32(), model.GetProperty("vocab_size").GetInt32(),
+                model.GetProperty("n_positions").GetInt32(), root.GetProperty("opset").GetInt32(),
+                root.GetProperty("min_onnxruntime").GetString() ?? "",
+                OptionalId(tokens, "eos_token_id"), OptionalId(tokens, "pad_token_id"),
+                Graph(graphs.GetProperty("prefill"), path), Graph(graphs.GetProperty("decode"), path));
+        }
+        catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
+        {
+            throw new ExportFolderException($"{path} is malformed: {e.Message}");
+        }
+    }
+
+    private static GraphSpec Graph(JsonElement entry, string path)
+    {
+        static List<string> Names(JsonElement list) =>
+            list.EnumerateArray().Select(t => t.GetProperty("name").GetString()!).ToList();
+        string file = entry.GetProperty("file").GetString() ?? "";
+        // A manifest names files inside its folder only: refuse "../x", "/x" and "a/b".
+        if (file.Length == 0 || file is "." or ".." || file.IndexOfAny(['/', '\\', '\0']) >= 0)
+        {
+            throw new ExportFolderException($"{path}: '{file}' is not a plain file name inside the export folder");
+        }
+        return new GraphSpec(file, Names(entry.GetProperty("inputs")), Names(entry.GetProperty("outputs")));
+    }
+
+    private static int? OptionalId(JsonElement tokens, string key) =>
+        tokens.TryGetProperty(key, out JsonElement id) && id.ValueKind == JsonValueKind.Number ? id.GetInt32() : null;
+
+    internal static JsonDocument ReadJson(string path, string format, int newestSchema)
+    {
+        if (!File.Exists(path))
+        {
+            throw new ExportFolderException($"{path} does not exist; is this a gpt2-onnx export folder?");
+        }
+        JsonDocument doc;
+        try
+        {
+            doc = JsonDocument.Parse(File.ReadAllText(path));
+        }
+        catch (JsonException e)
+        {
+            throw new ExportFolderException($"{path} is not valid JSON: {e.Message}");
+        }
+        JsonElement root = doc.RootElement;
+        if (root.ValueKind != JsonValueKind.Object
+            || !root.TryGetProperty("format", out JsonElement f) || f.GetString() != format
+            || !root.TryGetProperty("schema_version", out JsonElement v) || v.GetInt32() > newestSchema)
+        {
+            doc.Dispose();
+            throw new ExportFolderException($"{path} is not a {format} file this sample reads");
+        }
+        return doc;
+    }
+}
+
+/// <summary>One golden case: the prompt's ids, the greedy continuation (end of text not special), top-5 logits.</summary>
+public sealed record GoldenCase(
+    string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, float[] Top5Logits);
+
+public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
+{
+    private const int SchemaVersion = 1;
+
+    public static Golden Read(string path)
+    {
+        using JsonDocument doc = Manifest.ReadJson(path, "gpt2-onnx-golden", SchemaVersion);
+        try
+        {
+            JsonElement root = doc.RootElement;
+            static long[] Longs(JsonElement e) => e.EnumerateArray().Select(x => x.GetInt64()).ToArray();
+            var cases = root.GetProperty("cases").EnumerateArray().Select(c => new GoldenCase(
+                c.GetProperty("prompt").GetString() ?? "",
+                Longs(c.GetProperty("input_ids")), Longs(c.GetProperty("greedy_ids")), Longs(c.GetProperty("top5_ids")),
+                c.GetProperty("top5_logits").EnumerateArray().Select(x => x.GetSingle()).ToArray())).ToList();
+            return new Golden(cases, root.GetProperty("logits_atol").GetDouble());
+        }
+        catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
+        {
+            throw new ExportFolderException($"{path} is malformed: {e.Message}");
+        }
+    }
+}
