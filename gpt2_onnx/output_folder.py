@@ -51,7 +51,10 @@ class StagedFolder:
 
     def __enter__(self) -> StagedFolder:
         check_output_path(self.target, self.force)
-        self._path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.partial-", dir=self.target.parent))
+        try:
+            self._path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.partial-", dir=self.target.parent))
+        except OSError as exc:
+            raise OutputPathError(f"cannot create a folder beside '{self.target}': {exc.strerror or exc}") from exc
         return self
 
     def commit(self) -> Path:
@@ -76,3 +79,8 @@ class StagedFolder:
         if not self.committed and self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
             log.info("removed unfinished export %s", self._path)
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError) and exc.errno is not None:
+            # The disk is full, a file-size limit was hit, the folder vanished or lost its permissions.
+            raise OutputPathError(
+                f"writing the export into '{self.target.parent}' failed: {exc.strerror or exc}"
+            ) from exc

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
@@ -46,6 +48,29 @@ def _quiet_libraries() -> None:
 
 class Gpt2OnnxGroup(click.Group):
     """A click group that turns library errors into one-line messages with their exit codes."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """As click's, but a usage error (unknown option, invalid choice) is one ``Error:`` line too, not the usage
+        text; ``--help`` still prints the help."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
+            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Interrupted.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         verbose = bool(ctx.params.get("verbose"))
@@ -113,4 +138,6 @@ _register()
 def main() -> None:
     """Console-script entry point."""
     signal.signal(signal.SIGTERM, _terminate)
+    if hasattr(signal, "SIGXFSZ"):  # a file-size limit: let the write fail with an error we clean up after
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     cli.main(prog_name="gpt2-onnx")

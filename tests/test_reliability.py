@@ -1,0 +1,279 @@
+"""Reliability: interrupted and failing exports leave nothing behind, misuse gets precise errors, one loaded model
+serves many threads, and nothing from a checkpoint or manifest reaches outside its folder."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import onnx
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from gpt2_onnx.cli import cli
+from gpt2_onnx.errors import InvalidInputError, ManifestError
+from runtimes import GenerationOptions, Gpt2Onnx
+from runtimes.session import LoadedExport
+from runtimes.validation import validate_feeds
+
+EXPORT = [sys.executable, "-m", "gpt2_onnx", "export"]
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name)
+
+
+def wait_for_staging(parent: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if leftovers(parent):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the export never started writing")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_export_leaves_nothing(tiny_checkpoint: Path, tmp_path: Path, signum: int) -> None:
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [*EXPORT, "--model", str(tiny_checkpoint), "-o", str(out)], stderr=subprocess.PIPE, text=True
+    )
+    wait_for_staging(tmp_path, process)
+    time.sleep(1.0)  # well inside tracing
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Interrupted." in stderr and "Traceback" not in stderr
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_full_disk_leaves_nothing(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))  # the weights file is 13 MB
+
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [*EXPORT, "--model", str(tiny_checkpoint), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit_file_size,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "File too large" in errors[0]
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_forced_export_that_fails_keeps_the_old_export(
+    tiny_export: Path, tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import gpt2_onnx.export as export_module
+    from gpt2_onnx.errors import ExportCheckError
+
+    out = tmp_path / "out"
+    shutil.copytree(tiny_export, out)
+    before = {p.name: p.stat().st_size for p in out.iterdir()}
+
+    def failing_check(*args: object, **kwargs: object) -> None:
+        raise ExportCheckError("simulated parity failure")
+
+    monkeypatch.setattr(export_module, "_check_parity", failing_check)
+    result = CliRunner().invoke(cli, ["export", "--model", str(tiny_checkpoint), "-o", str(out), "--force"])
+    assert result.exit_code == 1 and "simulated parity failure" in result.output
+    assert {p.name: p.stat().st_size for p in out.iterdir()} == before
+    assert leftovers(tmp_path) == []
+
+
+def test_unwritable_output_location(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["export", "--model", "random:tiny", "-o", "/proc/gpt2-onnx-out"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith("Error: cannot create a folder beside")
+
+
+def test_interrupted_stream_flushes_the_text_so_far(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtimes import streaming
+
+    original = streaming.stream_text
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        for index, chunk in enumerate(original(*args, **kwargs)):  # type: ignore[arg-type]
+            if index == 3:
+                raise KeyboardInterrupt
+            yield chunk
+
+    monkeypatch.setattr(streaming, "stream_text", interrupted)
+    result = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hello", "-n", "20", "--ignore-eos"])
+    expected = Gpt2Onnx.load(tiny_export).generate("Hello", GenerationOptions(max_new_tokens=3, ignore_eos=True))[0]
+    assert result.exit_code == 130
+    assert result.stdout == f"Hello{expected.text}\n"
+    assert result.stderr.strip() == "Interrupted."
+
+
+def test_many_threads_get_exactly_the_sequential_results(tiny_export: Path) -> None:
+    model = Gpt2Onnx.load(tiny_export)
+    prompts = ["Hello", "The quick brown fox", "Once upon a time", "In a shocking finding"]
+    jobs = [(prompts[i % 4], seed) for i, seed in enumerate(range(160))]
+
+    def work(job: tuple[str, int]) -> list[int]:
+        options = GenerationOptions(max_new_tokens=8, do_sample=True, temperature=1.3, top_k=50, seed=job[1])
+        return model.generate(job[0], options)[0].token_ids
+
+    sequential = [work(job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(work, jobs))
+    assert threaded == sequential
+    assert len({tuple(t) for t in sequential}) > 100, "the seeds really differ"
+
+
+def test_memory_is_stable_over_many_generations(tiny_export: Path) -> None:
+    model = Gpt2Onnx.load(tiny_export)
+    process = psutil.Process()
+    options = GenerationOptions(max_new_tokens=16, ignore_eos=True)
+
+    def burst(count: int) -> None:
+        for i in range(count):
+            model.generate(["Hello", "The quick brown fox jumps"][i % 2 :], options)
+
+    burst(50)  # warm-up: allocator arenas, caches
+    settled = process.memory_info().rss
+    burst(200)
+    grown = process.memory_info().rss - settled
+    assert grown < 16 << 20, f"RSS grew by {grown / 2**20:.1f} MiB over 200 generations"
+
+
+def test_runtime_is_safe_across_threads_while_streaming(tiny_export: Path) -> None:
+    model = Gpt2Onnx.load(tiny_export)
+    options = GenerationOptions(max_new_tokens=12, ignore_eos=True)
+    expected = model.generate("Hello", options)[0].text
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def stream() -> None:
+        text = "".join(model.stream("Hello", options))
+        with lock:
+            seen.append(text)
+
+    threads = [threading.Thread(target=stream) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [expected] * 6
+
+
+def edit_manifest(folder: Path, change: Callable[[dict[str, object]], None]) -> None:
+    data = json.loads((folder / "manifest.json").read_text())
+    change(data)
+    (folder / "manifest.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("name", ["../decode.onnx", "/etc/passwd", "sub/decode.onnx", ".."])
+def test_manifest_paths_must_stay_in_the_folder(copy_export: Callable[[], Path], name: str) -> None:
+    folder = copy_export()
+    edit_manifest(folder, lambda m: m["graphs"]["decode"].__setitem__("file", name))  # type: ignore[index]
+    with pytest.raises(ManifestError, match=r"plain file name|not a file name"):
+        LoadedExport.load(folder)
+
+
+def test_external_data_pointing_outside_the_folder_is_refused(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    tensor = next(t for t in graph.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            entry.value = "../model.onnx.data"
+    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
+    edit_manifest(
+        folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", (folder / "decode.onnx").stat().st_size)
+    )  # type: ignore[index]
+    with pytest.raises(ManifestError, match=r"points at external data '\.\./model\.onnx\.data'"):
+        LoadedExport.load(folder)
+
+
+def test_malformed_and_newer_manifests(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="not valid JSON"):
+        LoadedExport.load(folder)
+    (folder / "manifest.json").write_text(json.dumps({"format": "gpt2-onnx", "schema_version": 99}))
+    with pytest.raises(ManifestError, match="schema version 99, newer"):
+        LoadedExport.load(folder)
+    (folder / "manifest.json").write_text(json.dumps({"format": "gpt2-onnx", "schema_version": 1, "model": {}}))
+    with pytest.raises(ManifestError, match="malformed"):
+        LoadedExport.load(folder)
+
+
+def test_missing_weights_file(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    (folder / "model.onnx.data").unlink()
+    with pytest.raises(ManifestError, match=r"lacks model\.onnx\.data"):
+        LoadedExport.load(folder)
+
+
+@pytest.fixture(scope="module")
+def api(tiny_export: Path) -> Gpt2Onnx:
+    return Gpt2Onnx.load(tiny_export)
+
+
+def ids(*rows: list[int]) -> np.ndarray:
+    return np.array(rows, dtype=np.int64)
+
+
+def test_api_rejects_bad_prefill_inputs(api: Gpt2Onnx) -> None:
+    good = ids([1, 2, 3])
+    positions = ids([0, 1, 2])
+    with pytest.raises(InvalidInputError, match=r"input_ids holds token id 50257, outside \[0, 50257\)"):
+        api.prefill(ids([1, 50257, 3]), np.ones_like(good), positions)
+    with pytest.raises(InvalidInputError, match=r"attention_mask shape \(1, 2\) does not match"):
+        api.prefill(good, ids([1, 1]), positions)
+    with pytest.raises(InvalidInputError, match="position_ids shape"):
+        api.prefill(good, np.ones_like(good), ids([0, 1, 2], [0, 1, 2]))
+    with pytest.raises(InvalidInputError, match="input_ids must be int64"):
+        api.prefill(good.astype(np.int32), np.ones_like(good), positions)
+    feeds = {"input_ids": good, "attention_mask": np.ones_like(good), "position_ids": positions}
+    with pytest.raises(InvalidInputError, match="prefill takes no past_key_values"):
+        validate_feeds("prefill", {**feeds, "past_key_values.0.key": np.zeros((1, 4, 0, 16), np.float32)}, api.dims)
+
+
+def test_api_rejects_bad_past(api: Gpt2Onnx) -> None:
+    new, mask, position = ids([5]), ids([1, 1, 1]), ids([2])
+    kv = np.zeros((1, 4, 2, 16), dtype=np.float32)
+    past = {f"past_key_values.{i}.{k}": kv for i in range(2) for k in ("key", "value")}
+    assert api.decode_step(new, mask, position, past)["logits"].shape == (1, 1, 50257)
+    with pytest.raises(InvalidInputError, match="must hold 2 layers"):
+        api.decode_step(new, mask, position, {k: v for k, v in past.items() if ".1." not in k})
+    with pytest.raises(InvalidInputError, match="must be float32, got float16"):
+        api.decode_step(new, mask, position, {**past, "past_key_values.0.key": kv.astype(np.float16)})
+    with pytest.raises(InvalidInputError, match=r"past_key_values.1.value has shape \(1, 4, 2, 8\)"):
+        api.decode_step(new, mask, position, {**past, "past_key_values.1.value": np.zeros((1, 4, 2, 8), np.float32)})
+    with pytest.raises(InvalidInputError, match=r"has shape \(2, 4, 2, 16\)"):
+        api.decode_step(new, mask, position, {**past, "past_key_values.0.key": np.zeros((2, 4, 2, 16), np.float32)})
+    with pytest.raises(InvalidInputError, match="disagree on the past length"):
+        api.decode_step(new, mask, position, {**past, "past_key_values.0.key": np.zeros((1, 4, 3, 16), np.float32)})
+    with pytest.raises(InvalidInputError, match=r"\(batch, past \+ new\) = \(1, 2 \+ 1\)"):
+        api.decode_step(new, ids([1, 1]), position, past)
+
+
+def test_library_code_reads_no_environment_variables() -> None:
+    """Configuration is passed explicitly; only the CLI touches the environment (to quiet libraries)."""
+    root = Path(__file__).resolve().parents[1]
+    found = [
+        path.relative_to(root).as_posix()
+        for package in ("gpt2_onnx", "exporters", "runtimes")
+        for path in (root / package).rglob("*.py")
+        if "os.environ" in path.read_text() or "os.getenv" in path.read_text()
+    ]
+    assert found == ["gpt2_onnx/cli/__init__.py"]
