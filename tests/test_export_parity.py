@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from gpt2_onnx.verification import VerifyOptions, verify_export
 from tests.conftest import export_checkpoint, save_checkpoint
 
 ATOL = 1e-4
@@ -177,3 +178,5 @@ def test_config_variant_matches_transformers(variant: str, tmp_path: Path) -> No
     if variant == "untied_head":
         assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert_parity(folder, model)
+    report = verify_export(VerifyOptions(folder, steps=3, batch_size=2))
+    assert report.ok, report.failures()
