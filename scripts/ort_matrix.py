@@ -21,13 +21,15 @@ RUNTIMES. A variant's minimum is whatever its manifest records: the matrix check
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +40,8 @@ if str(REPO) not in sys.path:
 
 from gpt2_onnx.versions import version_tuple  # noqa: E402  (needs REPO on sys.path first)
 
-DEFAULT_CACHE = REPO / ".ci-cache" / "ort-matrix"
+WORK = REPO / ".ci-cache" / "ort-matrix"  # exports (remade on every run) and, by default, the venvs
+VENVS_ENV = "GPT2_ONNX_ORT_VENVS"  # where the venvs live when not in WORK: a folder that outlives clones
 EXPORT_MODEL = ("--model", "random:tiny", "--seed", "0")
 STAMP = "gpt2-onnx-requirements.txt"  # the pins a cached venv was built from; other pins rebuild it
 AS_EXPORTED, LIFTED = "as exported", "minimum lifted"
@@ -139,12 +142,30 @@ def runtime(version: str) -> RuntimeEnv:
 
 
 def venv_python(folder: Path) -> Path:
-    return folder / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    return folder / "bin" / "python"  # POSIX only, like the lock below
 
 
-def ensure_venv(env: RuntimeEnv, cache: Path) -> Path:
-    """The venv's python for ``env``, built on first use and reused while its pins stay the same."""
-    folder = cache / "venvs" / f"onnxruntime-{env.version}"
+def venv_folder(venvs: Path, version: str) -> Path:
+    return venvs / f"onnxruntime-{version}"
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock``: checkouts sharing a venv folder never build one venv at once."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def ensure_venv(env: RuntimeEnv, venvs: Path) -> Path:
+    """The venv's python for ``env``: built on first use, reused while its pins and Python stay the same."""
+    folder = venv_folder(venvs, env.version)
+    with _exclusive(folder.with_name(folder.name + ".lock")):
+        return _build_venv(env, folder)
+
+
+def _build_venv(env: RuntimeEnv, folder: Path) -> Path:
     python, stamp = venv_python(folder), folder / STAMP
     wanted = "\n".join([f"# python {sys.version.split()[0]}", *env.requirements]) + "\n"
     if python.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
@@ -244,7 +265,10 @@ def measured_minimum(cells: Iterable[Cell]) -> str | None:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Check exports against pinned onnxruntime releases.")
     parser.add_argument("--all", action="store_true", help="every release in RUNTIMES; print measured minima")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="venvs and exports")
+    default_venvs = Path(os.environ.get(VENVS_ENV) or WORK / "venvs")
+    parser.add_argument(
+        "--venvs", type=Path, default=default_venvs, help=f"venv cache (${VENVS_ENV}, else {WORK.name}/venvs)"
+    )
     parser.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     parser.add_argument("--jobs", type=int, default=2, help="exports run at once (venv builds: twice that)")
     parser.add_argument("--json", type=Path, default=None, help="also write every cell to this JSON file")
@@ -281,7 +305,7 @@ def _run_variant(variant: Variant, folder: Path, pythons: dict[str, Path], every
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     variants = _variants(args.variants)
-    exports = args.cache / "exports"
+    exports = WORK / "exports"
     exports.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -289,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"exported {len(variants)} variant(s) in {time.monotonic() - start:.0f}s", flush=True)
     versions = {v for f in folders.values() for v in releases_to_run(recorded_minimum(f), args.all)}
     with ThreadPoolExecutor(max(1, 2 * args.jobs)) as pool:  # downloads and unpacking: more at once pays
-        built = pool.map(lambda version: ensure_venv(runtime(version), args.cache), versions)
+        built = pool.map(lambda version: ensure_venv(runtime(version), args.venvs), versions)
         pythons = dict(zip(versions, built, strict=True))
     print(f"{len(pythons)} onnxruntime venv(s) ready after {time.monotonic() - start:.0f}s", flush=True)
     cells = [cell for variant, f in folders.items() for cell in _run_variant(variant, f, pythons, args.all)]

@@ -1,7 +1,8 @@
 """ONNX Runtime compatibility: the manifest's minimum, the refusal of an older runtime, the matrix's logic.
 
 The matrix itself (one venv per onnxruntime release) runs from scripts/ort-matrix.sh. The last test here runs
-the tiny export on its cached venvs when ``GPT2_ONNX_ORT_MATRIX`` names the matrix's cache folder.
+the tiny export on the matrix's venvs when ``GPT2_ONNX_ORT_VENVS`` names their folder (the matrix's default is
+``.ci-cache/ort-matrix/venvs``).
 """
 
 from __future__ import annotations
@@ -157,16 +158,16 @@ def test_ci_runs_the_required_releases_the_minimum_and_the_one_below() -> None:
     assert len(matrix.releases_to_run("1.15.0", everything=True)) == len(matrix.RUNTIMES)
 
 
-_MATRIX_CACHE = os.environ.get("GPT2_ONNX_ORT_MATRIX")
+_VENVS = os.environ.get(matrix.VENVS_ENV)
 
 
 @pytest.mark.skipif(
-    not _MATRIX_CACHE, reason="GPT2_ONNX_ORT_MATRIX names no matrix cache (scripts/ort-matrix.sh)"
+    not _VENVS, reason=f"{matrix.VENVS_ENV} names no venv folder (scripts/ort-matrix.sh builds them)"
 )
 @pytest.mark.parametrize("version", matrix.REQUIRED)
 def test_required_release_reproduces_the_golden_tokens(version: str, tiny_export: Path) -> None:
-    python = matrix.venv_python(Path(str(_MATRIX_CACHE)) / "venvs" / f"onnxruntime-{version}")
+    python = matrix.venv_python(matrix.venv_folder(Path(str(_VENVS)), version))
     if not python.exists():
-        pytest.skip(f"no venv for onnxruntime {version} in {_MATRIX_CACHE}")
+        pytest.skip(f"no venv for onnxruntime {version} in {_VENVS}")
     cell = matrix.run_cell(python, tiny_export, "tiny", version, matrix.AS_EXPORTED, "pass")
     assert cell.ok, cell.line()
