@@ -72,8 +72,8 @@ class Manifest:
     files: dict[str, FileRecord]
     opset: int
     ir_version: int
+    min_onnxruntime: str  # the oldest ONNX Runtime release this export runs on (measured, docs/compatibility.md)
     precision: str = "float32"
-    min_onnxruntime: str = "1.16.0"
     model: dict[str, Any] = field(default_factory=dict)  # source, seed, revision, activation, tied head, …
     tokens: dict[str, int | None] = field(default_factory=dict)  # bos/eos/pad token ids
     export: dict[str, Any] = field(default_factory=dict)  # options, tool and library versions, time
@@ -171,7 +171,7 @@ def _parse(data: dict[str, Any], path: Path) -> Manifest:
         opset=int(data["opset"]),
         ir_version=int(data["ir_version"]),
         precision=str(data.get("precision", "float32")),
-        min_onnxruntime=str(data.get("min_onnxruntime", "1.16.0")),
+        min_onnxruntime=str(data["min_onnxruntime"]),
         model=extras,
         tokens=dict(data.get("tokens", {})),
         export=dict(data.get("export", {})),
