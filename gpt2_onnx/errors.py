@@ -7,6 +7,7 @@ to stand alone on one line: it names the problem and, where there is one, the fi
 from __future__ import annotations
 
 __all__ = [
+    "BenchError",
     "ExportCheckError",
     "ExportError",
     "Gpt2OnnxError",
@@ -89,3 +90,7 @@ class InvalidInputError(Gpt2OnnxError):
     """Arguments or tensors given to the runtime are invalid (shapes, ranges, options)."""
 
     exit_code = 2
+
+
+class BenchError(Gpt2OnnxError):
+    """A benchmark could not run (a worker failed to start, load or measure)."""

@@ -1,0 +1,90 @@
+"""Turn ``gpt2-onnx bench --json`` output into the README's performance table (Markdown), with the machine and
+library versions it was measured on.
+
+Usage: python benchmarks/markdown_table.py bench.json > table.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+
+
+def _timing_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, figure key, ratio format): the timing rows in table order."""
+    settings = report["settings"]
+    rows = [(f"prefill {n} tokens, ms", f"prefill_ms/{n}", "×") for n in settings["prompt_lengths"]]
+    rows += [
+        (f"time to first token ({n}), ms", f"first_token_ms/{n}", "×") for n in settings["prompt_lengths"]
+    ]
+    rows += [
+        ("decode ms/token, median", "decode_ms_per_token", "×"),
+        ("decode ms/token, p90", "decode_ms_per_token_p90", ""),
+        (f"tokens/s, batch {settings['batch_size']}", "batch_tokens_per_s", "×"),
+    ]
+    return rows
+
+
+def _cell(value: float | None, fmt: str, ratio: float | None) -> str:
+    if value is None:
+        return "—"
+    text = format(value, fmt)
+    return f"{text} ({ratio:.2f}×)" if ratio is not None else text
+
+
+def table(report: dict[str, Any]) -> str:
+    systems, ratios = report["systems"], report["ratios"]
+    labels = list(systems)
+    lines = ["| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for text, key, _ in _timing_rows(report):
+        cells = [_cell(systems[s]["figures"].get(key), ",.1f", ratios.get(s, {}).get(key)) for s in labels]
+        lines.append(f"| {text} | " + " | ".join(cells) + " |")
+    for text, key, ratio_key in (
+        ("RSS after load, MiB", "rss_after_load", "rss_after_load_per_weight_byte"),
+        (
+            "peak RSS after generating, MiB",
+            "peak_rss_after_generate",
+            "peak_rss_after_generate_per_weight_byte",
+        ),
+    ):
+        cells = [
+            _cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels
+        ]
+        lines.append(f"| {text} | " + " | ".join(cells) + " |")
+    files = [
+        _cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"))
+        if systems[s].get("files")
+        else "—"
+        for s in labels
+    ]
+    lines.append("| graphs + weights, MB | " + " | ".join(files) + " |")
+    return "\n".join(lines)
+
+
+def context(report: dict[str, Any]) -> str:
+    m, s = report["machine"], report["settings"]
+    libraries = ", ".join(f"{name} {version}" for name, version in sorted(m["libraries"].items()))
+    return (
+        f"Measured with `gpt2-onnx bench` ({s['repeats']} interleaved rounds after {s['warmup']} warm-up, "
+        f"{s['threads']} threads, batch 1, decode after a {s['decode_prompt_length']}-token prompt, "
+        f"{s['new_tokens']} new tokens; eager baseline: transformers with {s['attention']} attention). "
+        f"Ratios in brackets: timings × PyTorch eager (paired per round, lower is faster except tokens/s), "
+        f"memory and files × the weight bytes. Machine: {m['cpu']}, {m['logical_cores']} logical cores, "
+        f"{m['memory_bytes'] / 2**30:.0f} GiB, {m['os']}, Python {m['python']}; load average "
+        f"{m['load_average']} before, {m.get('load_average_after')} after. Libraries: {libraries}."
+    )
+
+
+def main() -> None:
+    report = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    print(table(report))
+    print()
+    print(context(report))
+
+
+if __name__ == "__main__":
+    main()

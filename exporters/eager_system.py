@@ -1,0 +1,79 @@
+"""The PyTorch side of ``bench``: the source checkpoint run by transformers in eager mode, the baseline.
+
+The loop is what ``generate(do_sample=False)`` does without its per-step processors: one forward over the
+prompt with ``logits_to_keep=1``, then one forward per token over transformers' own KV cache
+(``DynamicCache``). It is the fastest plain eager path, so ratios against it are not flattered by
+``generate``'s overhead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import torch
+
+from exporters.source import load_source
+from gpt2_onnx.bench.protocol import GenerationTiming
+
+__all__ = ["EagerSystem"]
+
+
+class EagerSystem:
+    """``model`` (folder, hub id or random:NAME) with transformers' ``attention`` kind on ``device``."""
+
+    def __init__(self, model: str, seed: int, threads: int, device: str, attention: str) -> None:
+        self.spec, self.seed, self.threads = model, seed, threads
+        self.device, self.attention = torch.device(device), attention
+        self._model: torch.nn.Module | None = None
+
+    @property
+    def model(self) -> torch.nn.Module:
+        if self._model is None:
+            raise RuntimeError("EagerSystem used before load()")
+        return self._model
+
+    def load(self) -> None:
+        torch.set_num_threads(self.threads)
+        model = load_source(self.spec, self.seed).model  # eager attention: the parity reference's choice
+        model.set_attn_implementation(self.attention)
+        self._model = model.eval()
+        self._model.to(self.device)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @torch.inference_mode()
+    def prefill(self, input_ids: np.ndarray) -> float:
+        ids = torch.from_numpy(input_ids).to(self.device)  # (B, T)
+        mask = torch.ones_like(ids)
+        self._sync()
+        start = time.perf_counter()
+        self.model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        self._sync()
+        return time.perf_counter() - start
+
+    @torch.inference_mode()
+    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
+        ids = torch.from_numpy(input_ids).to(self.device)  # (B, T)
+        mask = torch.ones_like(ids)
+        ones = torch.ones((ids.shape[0], 1), dtype=mask.dtype, device=self.device)
+        marks: list[float] = []
+        self._sync()
+        start = time.perf_counter()
+        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+        token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        token.tolist()  # the host has the token: as ONNX Runtime's loop, which chooses on the host
+        marks.append(time.perf_counter())
+        for _ in range(new_tokens - 1):
+            mask = torch.cat([mask, ones], dim=1)  # (B, P + 1)
+            out = self.model(
+                input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True
+            )
+            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
+            token.tolist()
+            marks.append(time.perf_counter())
+        steps = [b - a for a, b in itertools.pairwise(marks)]
+        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)

@@ -1,0 +1,14 @@
+"""``gpt2-onnx bench``: an export folder against PyTorch eager on the same checkpoint, measured in one run.
+
+Each system runs in its own worker process (so one's memory never counts against the other's) and the parent
+interleaves their measurements, task by task, so that both see the same machine load:
+
+    parent (runner.py) ──JSON lines──► worker "onnx"  (runtimes.bench_system, no torch)
+                       ──JSON lines──► worker "eager" (exporters.eager_system, torch)
+
+``settings`` holds what to measure, ``protocol`` what a system offers, ``report`` the statistics and table.
+"""
+
+from gpt2_onnx.bench.settings import BenchSettings
+
+__all__ = ["BenchSettings"]

@@ -1,0 +1,83 @@
+"""Plan a benchmark from export folders: read their manifests, pick the eager baseline, run, summarize."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpt2_onnx.bench.environment import machine_info
+from gpt2_onnx.bench.report import BenchReport, summarize
+from gpt2_onnx.bench.runner import Progress, run_systems
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.manifest import Manifest, read_manifest
+
+__all__ = ["bench_exports", "system_specs"]
+
+
+def _labels(folders: Sequence[Path]) -> list[str]:
+    names = [folder.name or str(folder) for folder in folders]
+    return names if len(set(names)) == len(names) else [str(folder) for folder in folders]
+
+
+def _baseline(manifest: Manifest, folder: Path, model: str | None, seed: int | None) -> SystemSpec:
+    source = model or manifest.model.get("source")
+    if not source:
+        raise InvalidInputError(
+            f"{folder}'s manifest names no source model; pass --model for the eager baseline"
+        )
+    chosen_seed = seed if seed is not None else manifest.model.get("seed")
+    return SystemSpec("eager", "pytorch-eager", model=str(source), seed=int(chosen_seed or 0))
+
+
+def system_specs(
+    folders: Sequence[Path], manifests: Sequence[Manifest], eager: bool, model: str | None, seed: int | None
+) -> list[SystemSpec]:
+    """The eager baseline (the first folder's source unless ``model`` is given), then each folder."""
+    specs = [
+        SystemSpec("onnx", label, folder=str(folder))
+        for label, folder in zip(_labels(folders), folders, strict=True)
+    ]
+    if not eager:
+        return specs
+    return [_baseline(manifests[0], folders[0], model, seed), *specs]
+
+
+def _check_comparable(
+    folders: Sequence[Path], manifests: Sequence[Manifest], settings: BenchSettings
+) -> None:
+    first = manifests[0]
+    for folder, manifest in zip(folders, manifests, strict=True):
+        if manifest.dims != first.dims:
+            raise InvalidInputError(
+                f"{folder} has other model dimensions than {folders[0]}; bench compares one model"
+            )
+        if settings.longest_sequence() > manifest.dims.n_positions:
+            raise InvalidInputError(
+                f"the bench needs {settings.longest_sequence()} positions but {folder}'s model has "
+                f"{manifest.dims.n_positions}; use shorter prompts or fewer new tokens"
+            )
+
+
+def bench_exports(
+    folders: Sequence[Path],
+    settings: BenchSettings,
+    *,
+    eager: bool = True,
+    model: str | None = None,
+    seed: int | None = None,
+    progress: Progress | None = None,
+) -> BenchReport:
+    """Measure each export folder (and PyTorch eager on the source checkpoint unless ``eager`` is False)."""
+    if not folders:
+        raise InvalidInputError("bench needs at least one export folder")
+    manifests = [read_manifest(Path(folder)) for folder in folders]
+    _check_comparable(folders, manifests, settings)
+    specs = system_specs(folders, manifests, eager, model, seed)
+    machine = machine_info()
+    raws = run_systems(specs, settings, manifests[0].dims.vocab_size, progress)
+    machine["load_average_after"] = machine_info()["load_average"]
+    parameter_bytes = int(
+        manifests[0].model.get("parameter_bytes") or manifests[0].files[manifests[0].weights_file].size
+    )
+    return summarize(raws, settings, machine, parameter_bytes)

@@ -1,0 +1,161 @@
+"""``gpt2-onnx bench``: export folders against PyTorch eager on the same checkpoint, in one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from gpt2_onnx.errors import InvalidInputError
+
+__all__ = ["bench"]
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise InvalidInputError(f"--prompt-lengths takes comma-separated integers, got '{text}'") from exc
+
+
+@click.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Intra-op threads of both ONNX Runtime and torch.",
+)
+@click.option(
+    "--prompt-lengths",
+    default="8,128",
+    show_default=True,
+    help="Prompt lengths for prefill latency and time to first token.",
+)
+@click.option(
+    "--decode-prompt-length",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="Prompt before the timed decode steps.",
+)
+@click.option(
+    "-n",
+    "--new-tokens",
+    type=click.IntRange(min=2),
+    default=64,
+    show_default=True,
+    help="Tokens per decode run.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Rows of the throughput run.",
+)
+@click.option("--batch-prompt-length", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Recorded rounds (interleaved across systems).",
+)
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids.")
+@click.option(
+    "--provider",
+    type=click.Choice(["cpu", "cuda"]),
+    default="cpu",
+    show_default=True,
+    help="ONNX Runtime provider; torch runs on the matching device.",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="Checkpoint of the eager baseline (default: the first folder's manifest source).",
+)
+@click.option(
+    "--model-seed",
+    type=int,
+    default=None,
+    help="Seed of random:NAME weights for the baseline (default: the manifest's).",
+)
+@click.option(
+    "--attention",
+    type=click.Choice(["sdpa", "eager"]),
+    default="sdpa",
+    show_default=True,
+    help="transformers attention of the baseline.",
+)
+@click.option(
+    "--no-eager", is_flag=True, help="Measure the export folders only, without the PyTorch baseline."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
+def bench(
+    folders: tuple[Path, ...],
+    threads: int,
+    prompt_lengths: str,
+    decode_prompt_length: int,
+    new_tokens: int,
+    batch_size: int,
+    batch_prompt_length: int,
+    repeats: int,
+    warmup: int,
+    seed: int,
+    provider: str,
+    model: str | None,
+    model_seed: int | None,
+    attention: str,
+    no_eager: bool,
+    as_json: bool,
+) -> None:
+    """Measure export FOLDERS against PyTorch eager on the same checkpoint: prefill latency, time to first
+    token, decode ms/token, batch tokens/s, memory and files. Each system runs in its own process; rounds
+    interleave.
+
+    \b
+    Examples:
+      gpt2-onnx bench out                                   # batch 1, 2 threads, prompt 128, 64 new tokens
+      gpt2-onnx bench out out-int4 --repeats 11 --json > bench.json
+      gpt2-onnx bench out --no-eager --threads 4
+    """
+    from gpt2_onnx.bench.plan import bench_exports
+    from gpt2_onnx.bench.settings import BenchSettings
+
+    settings = BenchSettings(
+        threads=threads,
+        prompt_lengths=_lengths(prompt_lengths),
+        decode_prompt_length=decode_prompt_length,
+        new_tokens=new_tokens,
+        batch_size=batch_size,
+        batch_prompt_length=batch_prompt_length,
+        repeats=repeats,
+        warmup=warmup,
+        seed=seed,
+        provider=provider,  # type: ignore[arg-type]  # click.Choice limits it
+        attention=attention,
+    )
+    report = bench_exports(
+        list(folders),
+        settings,
+        eager=not no_eager,
+        model=model,
+        seed=model_seed,
+        progress=lambda message: click.echo(f"  {message}", err=True),
+    )
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    machine = report.machine
+    click.echo(
+        f"batch 1 (throughput: batch {batch_size}), {threads} threads, {provider}; "
+        f"{repeats} rounds after {warmup} warm-up; {machine['cpu']} ({machine['logical_cores']} cores), "
+        f"load {machine['load_average']} → {machine['load_average_after']}"
+    )
+    click.echo(report.table())

@@ -1,0 +1,109 @@
+"""``gpt2-onnx bench`` on the tiny export: it runs, and its report has a sane structure. No timing assertions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpt2_onnx.bench.report import summarize
+from gpt2_onnx.bench.runner import RawResults, bench_tasks
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.cli import cli
+from gpt2_onnx.errors import InvalidInputError
+
+SMALL = [
+    "--repeats", "2", "--warmup", "0", "--new-tokens", "3", "--prompt-lengths", "2,5",
+    "--decode-prompt-length", "4", "--batch-size", "2", "--batch-prompt-length", "3",
+]  # fmt: skip
+
+
+def test_bench_json_against_eager(tiny_export: Path) -> None:
+    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["baseline"] == "pytorch-eager"
+    assert set(report["systems"]) == {"pytorch-eager", tiny_export.name}
+    for system in report["systems"].values():
+        figures = system["figures"]
+        for key in ("prefill_ms/2", "prefill_ms/5", "first_token_ms/5", "decode_ms_per_token", "batch_tokens_per_s"):
+            assert figures[key] > 0
+        assert figures["decode_ms_per_token_p90"] >= figures["decode_ms_per_token"] * 0.5
+        memory = system["memory"]
+        assert memory["rss_after_load"] > memory["rss_before_load"] > 0
+        assert memory["peak_rss_after_generate"] >= memory["rss_after_load"]
+    onnx = report["systems"][tiny_export.name]
+    assert onnx["files"]["model_files"] <= onnx["files"]["folder"]
+    ratios = report["ratios"][tiny_export.name]
+    assert set(ratios) >= {"decode_ms_per_token", "prefill_ms/5", "rss_after_load_per_weight_byte"}
+    assert 1.0 <= ratios["model_files_per_weight_byte"] < 1.05  # one weights file, no duplicated tensor
+    assert report["machine"]["libraries"]["onnx"]
+
+
+def test_bench_table_without_eager(tiny_export: Path) -> None:
+    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--no-eager"])
+    assert result.exit_code == 0, result.output
+    assert "decode ms/token (median)" in result.stdout
+    assert "pytorch-eager" not in result.stdout
+    assert "RSS after load (MiB)" in result.stdout
+
+
+def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-checkpoint"
+    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--model", str(missing)])
+    assert result.exit_code == 1
+    assert "pytorch-eager" in result.output and "does not exist" in result.output
+
+
+def test_bench_refuses_sequences_beyond_the_model(tiny_export: Path) -> None:
+    result = CliRunner().invoke(cli, ["bench", str(tiny_export), "--prompt-lengths", "500", "--no-eager"])
+    assert result.exit_code == 2
+    assert "positions" in result.output
+
+
+def test_onnx_worker_never_imports_torch() -> None:
+    code = "import sys, gpt2_onnx.bench.worker, runtimes.bench_system; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_settings_validation() -> None:
+    with pytest.raises(InvalidInputError):
+        BenchSettings(threads=0)
+    with pytest.raises(InvalidInputError):
+        BenchSettings(prompt_lengths=())
+    assert BenchSettings.from_json(BenchSettings().to_json()) == BenchSettings()
+
+
+def _raw(label: str, kind: str, scale: float, settings: BenchSettings) -> RawResults:
+    """Synthetic answers: every duration of the baseline times ``scale``; two rounds, the second twice as slow."""
+    raw = RawResults(SystemSpec(kind, label, folder="f" if kind == "onnx" else None))  # type: ignore[arg-type]
+    memory = {"rss": 100, "peak_rss": 120}
+    raw.load = {"load_s": 1.0, "before": memory, "after": {"rss": 300, "peak_rss": 320}}
+    raw.end_memory = {"rss": 310, "peak_rss": 330}
+    if kind == "onnx":
+        raw.load["files"] = {"model_files": 101, "folder": 150, "weight_bytes": 100}
+    for task in bench_tasks(settings, vocab_size=50):
+        for slow in (1.0, 2.0):
+            s = scale * slow
+            answer = {"s": s, "first_token_s": s, "step_s": [s, 2 * s, 3 * s], "total_s": s}
+            raw.tasks.setdefault(task.name, []).append(answer)
+    return raw
+
+
+def test_paired_ratios() -> None:
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2)
+    raws = [_raw("eager", "eager", 0.010, settings), _raw("ours", "onnx", 0.005, settings)]
+    report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
+    ratios = report.ratios["ours"]
+    assert ratios["prefill_ms/4"] == pytest.approx(0.5)
+    assert ratios["decode_ms_per_token"] == pytest.approx(0.5)
+    assert ratios["batch_tokens_per_s"] == pytest.approx(2.0)  # higher is better: twice the tokens per second
+    assert ratios["model_files_per_weight_byte"] == pytest.approx(1.01)
+    eager = report.systems["eager"]["figures"]
+    assert eager["decode_ms_per_token"] == pytest.approx(30.0)  # median of the rounds' step medians (20, 40)
+    assert "ours ratio" in report.table()
