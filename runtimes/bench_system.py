@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +22,9 @@ __all__ = ["OnnxSystem"]
 class OnnxSystem:
     """An export folder on ONNX Runtime with ``threads`` intra-op threads."""
 
-    def __init__(
-        self, folder: Path, threads: int, provider: ProviderName, session_config: Mapping[str, str]
-    ) -> None:
+    def __init__(self, folder: Path, threads: int, provider: ProviderName, share_weights: bool) -> None:
         self.options = RuntimeOptions(
-            provider=provider,
-            intra_op_threads=threads,
-            inter_op_threads=1,
-            session_config=dict(session_config),
+            provider=provider, intra_op_threads=threads, inter_op_threads=1, share_weights=share_weights
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None

@@ -21,6 +21,7 @@ from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import GRAPHS, GraphKind
 from gpt2_onnx.versions import version_tuple
 from runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
+from runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -44,6 +45,9 @@ class RuntimeOptions:
     device_id: int = 0  # CUDA device
     session_config: Mapping[str, str] = field(default_factory=dict)  # extra SessionOptions config entries
     log_severity: int = 3  # ONNX Runtime's own log level: 0 verbose … 3 error, 4 fatal
+    # CPU: map the weights file once and give both sessions its tensors, without prepacking (see shared_weights).
+    # False: ONNX Runtime loads each session's weights itself (prepacked copies per session; more memory).
+    share_weights: bool = True
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -73,6 +77,12 @@ def _session_options(options: RuntimeOptions) -> ort.SessionOptions:
     for key, value in options.session_config.items():
         so.add_session_config_entry(key, value)
     return so
+
+
+def _shares_weights(options: RuntimeOptions) -> bool:
+    """Shared weights on the CPU only (a CUDA session copies its weights to the GPU anyway), and not when the
+    caller sets prepacking itself."""
+    return options.share_weights and options.provider == "cpu" and DISABLE_PREPACKING not in options.session_config
 
 
 def _check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
@@ -139,11 +149,13 @@ class LoadedExport:
         manifest: Manifest,
         sessions: dict[GraphKind, ort.InferenceSession],
         options: RuntimeOptions,
+        shared_weights: SharedWeights | None = None,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
         self.sessions = sessions
         self.options = options
+        self.shared_weights = shared_weights  # the sessions' initializers point into it: it must live as long
 
     @classmethod
     def load(
@@ -165,6 +177,7 @@ class LoadedExport:
         ensure_provider_loadable(options.provider)
         export_id = manifest.export.get("export_id")
         sessions: dict[GraphKind, ort.InferenceSession] = {}
+        shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options) else None
         for kind in GRAPHS:
             path = folder / manifest.graphs[kind].file
             try:
@@ -174,12 +187,15 @@ class LoadedExport:
             _check_external_data(graph, manifest, path)
             if export_id is not None and _graph_export_id(graph) != export_id:
                 raise ManifestError(f"{path.name} belongs to another export than manifest.json (export ids differ)")
+            session_options = _session_options(options)
+            if shared is not None:
+                shared.add_to(session_options, graph, path)
             del graph
             provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
             try:
                 session = ort.InferenceSession(
                     str(path),
-                    _session_options(options),
+                    session_options,
                     providers=providers,
                     provider_options=provider_options,
                 )
@@ -190,7 +206,7 @@ class LoadedExport:
             check_session_provider(session.get_providers(), options.provider, path.name)
             _check_io(session, manifest, kind, path)
             sessions[kind] = session
-        return cls(folder, manifest, sessions, options)
+        return cls(folder, manifest, sessions, options, shared)
 
     def run(self, kind: GraphKind, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One plain run of a graph: numpy in, numpy out (by output name)."""

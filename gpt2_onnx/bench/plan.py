@@ -31,13 +31,22 @@ def _baseline(manifest: Manifest, folder: Path, model: str | None, seed: int | N
 
 
 def system_specs(
-    folders: Sequence[Path], manifests: Sequence[Manifest], eager: bool, model: str | None, seed: int | None
+    folders: Sequence[Path],
+    manifests: Sequence[Manifest],
+    eager: bool,
+    model: str | None,
+    seed: int | None,
+    unshared: bool = False,
 ) -> list[SystemSpec]:
     """The eager baseline (the first folder's source unless ``model`` is given), then each folder."""
     specs = [
         SystemSpec("onnx", label, folder=str(folder))
         for label, folder in zip(_labels(folders), folders, strict=True)
     ]
+    if unshared:  # each folder a second time, loaded by ONNX Runtime itself (prepacked weights per session)
+        specs += [
+            SystemSpec("onnx", f"{s.label}+prepack", folder=s.folder, share_weights=False) for s in specs[:]
+        ]
     if not eager:
         return specs
     return [_baseline(manifests[0], folders[0], model, seed), *specs]
@@ -66,6 +75,7 @@ def bench_exports(
     eager: bool = True,
     model: str | None = None,
     seed: int | None = None,
+    unshared: bool = False,
     progress: Progress | None = None,
 ) -> BenchReport:
     """Measure each export folder (and PyTorch eager on the source checkpoint unless ``eager`` is False)."""
@@ -73,7 +83,7 @@ def bench_exports(
         raise InvalidInputError("bench needs at least one export folder")
     manifests = [read_manifest(Path(folder)) for folder in folders]
     _check_comparable(folders, manifests, settings)
-    specs = system_specs(folders, manifests, eager, model, seed)
+    specs = system_specs(folders, manifests, eager, model, seed, unshared)
     machine = machine_info()
     raws = run_systems(specs, settings, manifests[0].dims.vocab_size, progress)
     machine["load_average_after"] = machine_info()["load_average"]

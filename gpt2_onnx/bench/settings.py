@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gpt2_onnx.errors import InvalidInputError
@@ -72,7 +72,9 @@ class SystemSpec:
     folder: str | None = None  # onnx: the export folder
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
-    extra: dict[str, str] = field(default_factory=dict)  # onnx: extra session config entries
+    share_weights: bool = (
+        True  # onnx: one map of the weights for both sessions (False: ONNX Runtime's loading)
+    )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

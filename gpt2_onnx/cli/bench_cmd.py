@@ -96,6 +96,11 @@ def _lengths(text: str) -> tuple[int, ...]:
 @click.option(
     "--no-eager", is_flag=True, help="Measure the export folders only, without the PyTorch baseline."
 )
+@click.option(
+    "--unshared",
+    is_flag=True,
+    help="Also measure each folder as ONNX Runtime loads it: weights prepacked per session (more memory).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
 def bench(
     folders: tuple[Path, ...],
@@ -113,6 +118,7 @@ def bench(
     model_seed: int | None,
     attention: str,
     no_eager: bool,
+    unshared: bool,
     as_json: bool,
 ) -> None:
     """Measure export FOLDERS against PyTorch eager on the same checkpoint: prefill latency, time to first
@@ -147,6 +153,7 @@ def bench(
         eager=not no_eager,
         model=model,
         seed=model_seed,
+        unshared=unshared,
         progress=lambda message: click.echo(f"  {message}", err=True),
     )
     if as_json:

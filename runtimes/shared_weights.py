@@ -1,0 +1,112 @@
+"""Weights in memory once: one read-only memory map of the export's weights file, whose tensors both sessions
+take as their initializers (``SessionOptions.add_initializer``), with ONNX Runtime's weight prepacking off.
+
+Why each part is needed (GPT-2-small fp32, 475 MiB of weights; RSS with both sessions loaded and run once):
+
+    ONNX Runtime's default              1,382 MiB   maps the file per session, then prepacks each MatMul
+                                                    weight into a private copy, per session
+    prepacking off                      1,087 MiB   two maps of one file: Linux counts the pages per map
+    one map shared, prepacking on       1,559 MiB   the packed copies stay, one per session
+    one map shared, prepacking off        616 MiB   the weights' pages once, plus the runtime itself
+
+Prepacking reorders weight matrices for MLAS's GEMM kernels; without it, single-row products (decode, M = 1)
+use MLAS's M=1 kernels straight from the map, and prompt-sized products pack panels on the fly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+
+from gpt2_onnx.errors import ManifestError
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = ["DISABLE_PREPACKING", "ExternalTensorRef", "SharedWeights", "external_tensors"]
+
+log = logging.getLogger(__name__)
+
+DISABLE_PREPACKING = "session.disable_prepacking"  # ONNX Runtime session config key
+
+
+@dataclass(frozen=True)
+class ExternalTensorRef:
+    """Where one initializer's bytes lie in the weights file, as its graph states."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int
+    length: int
+
+
+def external_tensors(graph: onnx.ModelProto, path: Path) -> Iterator[ExternalTensorRef]:
+    """The graph's external initializers (those in the weights file), checked for a consistent length."""
+    for tensor in graph.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+            offset, length = int(info.get("offset", 0)), int(info["length"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ManifestError(
+                f"{path.name}: tensor '{tensor.name}' has unreadable external data ({exc})"
+            ) from exc
+        shape = tuple(int(d) for d in tensor.dims)
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
+            raise ManifestError(
+                f"{path.name}: tensor '{tensor.name}' {list(shape)} {dtype} does not fill {length} bytes"
+            )
+        yield ExternalTensorRef(tensor.name, dtype, shape, offset, length)
+
+
+class SharedWeights:
+    """The weights file mapped once; :meth:`value` gives one OrtValue per tensor name, shared by all sessions.
+
+    The OrtValues point into the map (no copy); this object keeps the map alive and must outlive the sessions.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._map = np.memmap(path, dtype=np.uint8, mode="r")  # read-only, shared with the page cache
+        self._values: dict[str, ort.OrtValue] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def value(self, ref: ExternalTensorRef) -> ort.OrtValue:
+        import onnxruntime as ort
+
+        known = self._arrays.get(ref.name)
+        if known is not None:
+            if known.dtype != ref.dtype or known.shape != ref.shape:
+                raise ManifestError(
+                    f"tensor '{ref.name}' is {known.shape} in one graph and {ref.shape} in another"
+                )
+            return self._values[ref.name]
+        if ref.offset < 0 or ref.offset + ref.length > self._map.size:
+            raise ManifestError(f"tensor '{ref.name}' lies beyond the end of {self.path.name}")
+        array = self._map[ref.offset : ref.offset + ref.length].view(ref.dtype).reshape(ref.shape)
+        self._arrays[ref.name] = array
+        self._values[ref.name] = ort.OrtValue.ortvalue_from_numpy(array)
+        return self._values[ref.name]
+
+    def add_to(self, options: ort.SessionOptions, graph: onnx.ModelProto, path: Path) -> int:
+        """Give ``options`` every external initializer of ``graph`` from the map; returns how many."""
+        count = 0
+        for ref in external_tensors(graph, path):
+            options.add_initializer(ref.name, self.value(ref))
+            count += 1
+        options.add_session_config_entry(DISABLE_PREPACKING, "1")
+        log.debug("%s: %d initializers from the shared map of %s", path.name, count, self.path.name)
+        return count
+
+    @property
+    def mapped_bytes(self) -> int:
+        return int(self._map.size)

@@ -1,0 +1,112 @@
+"""Weights in memory once: both sessions take their initializers from one map of the weights file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from gpt2_onnx.batching import position_ids
+from gpt2_onnx.errors import ManifestError
+from gpt2_onnx.names import DECODE, PREFILL
+from runtimes.kv_cache import KvCacheRunner
+from runtimes.session import LoadedExport, RuntimeOptions
+from runtimes.shared_weights import ExternalTensorRef, SharedWeights, external_tensors
+
+
+def _greedy_logits(loaded: LoadedExport, steps: int) -> list[np.ndarray]:
+    ids = np.array([[464, 2068, 7586, 21831]], dtype=np.int64)  # (1, 4)
+    mask = np.ones_like(ids)
+    runner = KvCacheRunner(loaded)
+    logits = [runner.prefill(ids, mask, position_ids(mask))]
+    for _ in range(steps):
+        token = logits[-1][:, -1].argmax(axis=-1)[:, None]  # (1, 1)
+        mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)
+        logits.append(runner.decode(token, mask, position_ids(mask)[:, -1:]))
+    return logits
+
+
+def test_both_sessions_read_one_map(tiny_export: Path) -> None:
+    loaded = LoadedExport.load(tiny_export, RuntimeOptions())
+    shared = loaded.shared_weights
+    assert shared is not None
+    assert shared.mapped_bytes == (tiny_export / loaded.manifest.weights_file).stat().st_size
+    names = {}
+    for kind in (PREFILL, DECODE):
+        graph = onnx.load(str(tiny_export / f"{kind}.onnx"), load_external_data=False)
+        names[kind] = {
+            ref.name: shared.value(ref) for ref in external_tensors(graph, tiny_export / f"{kind}.onnx")
+        }
+    common = names[PREFILL].keys() & names[DECODE].keys()
+    assert "transformer.wte.weight" in common
+    for name in common:  # one OrtValue per tensor, whichever graph asks
+        assert names[PREFILL][name] is names[DECODE][name]
+
+
+def test_shared_weights_compute_what_onnx_runtime_loads_itself(tiny_export: Path) -> None:
+    shared = _greedy_logits(LoadedExport.load(tiny_export, RuntimeOptions()), steps=3)
+    own = _greedy_logits(LoadedExport.load(tiny_export, RuntimeOptions(share_weights=False)), steps=3)
+    for a, b in zip(shared, own, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_explicit_prepacking_leaves_loading_to_onnx_runtime(tiny_export: Path) -> None:
+    config = {"session.disable_prepacking": "0"}
+    loaded = LoadedExport.load(tiny_export, RuntimeOptions(session_config=config))
+    assert loaded.shared_weights is None
+
+
+def test_tensor_beyond_the_file_is_refused(tiny_export: Path) -> None:
+    shared = SharedWeights(tiny_export / "model.onnx.data")
+    ref = ExternalTensorRef("x", np.dtype(np.float32), (4,), shared.mapped_bytes - 8, 16)
+    with pytest.raises(ManifestError, match="beyond the end"):
+        shared.value(ref)
+
+
+def test_inconsistent_length_is_refused(tiny_export: Path) -> None:
+    graph = onnx.load(str(tiny_export / "decode.onnx"), load_external_data=False)
+    tensor = next(t for t in graph.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    for entry in tensor.external_data:
+        if entry.key == "length":
+            entry.value = str(int(entry.value) + 4)
+    with pytest.raises(ManifestError, match="does not fill"):
+        list(external_tensors(graph, tiny_export / "decode.onnx"))
+
+
+_RSS_SCRIPT = """
+import sys, numpy as np
+from runtimes.session import LoadedExport, RuntimeOptions
+from runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx.bench.memory import memory_snapshot
+loaded = LoadedExport.load(sys.argv[1], RuntimeOptions(intra_op_threads=2))
+ids = np.arange(1, 33, dtype=np.int64)[None]
+mask = np.ones_like(ids)
+runner = KvCacheRunner(loaded)
+runner.prefill(ids, mask, np.arange(32)[None])
+runner.decode(ids[:, :1], np.ones((1, 33), np.int64), np.array([[32]]))
+print(memory_snapshot()["rss"])
+"""
+
+
+@pytest.mark.slow
+def test_gpt2_small_rss_with_both_sessions_within_a_quarter_above_the_weights(tmp_path: Path) -> None:
+    """GPT-2-small fp32: both sessions loaded and run once hold at most 1.25 × the weight bytes."""
+    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx.export import export_model
+
+    result = export_model(ExportOptions(model="random:gpt2", output=tmp_path / "gpt2", check=False))
+    weights = result.manifest.model["parameter_bytes"]
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, str(result.folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    )
+    rss = int(out.stdout.strip())
+    assert rss <= 1.25 * weights, f"RSS {rss / 2**20:.0f} MiB is {rss / weights:.2f}× the weights"
