@@ -18,9 +18,7 @@ def _timing_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(label, figure key, ratio format): the timing rows in table order."""
     settings = report["settings"]
     rows = [(f"prefill {n} tokens, ms", f"prefill_ms/{n}", "×") for n in settings["prompt_lengths"]]
-    rows += [
-        (f"time to first token ({n}), ms", f"first_token_ms/{n}", "×") for n in settings["prompt_lengths"]
-    ]
+    rows += [(f"time to first token ({n}), ms", f"first_token_ms/{n}", "×") for n in settings["prompt_lengths"]]
     rows += [
         ("decode ms/token, median", "decode_ms_per_token", "×"),
         ("decode ms/token, p90", "decode_ms_per_token_p90", ""),
@@ -51,9 +49,7 @@ def table(report: dict[str, Any]) -> str:
             "peak_rss_after_generate_per_weight_byte",
         ),
     ):
-        cells = [
-            _cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels
-        ]
+        cells = [_cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels]
         lines.append(f"| {text} | " + " | ".join(cells) + " |")
     files = [
         _cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"))
@@ -73,8 +69,8 @@ def context(report: dict[str, Any]) -> str:
         f"{s['threads']} threads, batch 1, decode after a {s['decode_prompt_length']}-token prompt, "
         f"{s['new_tokens']} new tokens; eager baseline: transformers with {s['attention']} attention). "
         f"Ratios in brackets: timings × PyTorch eager (paired per round, lower is faster except tokens/s), "
-        f"memory and files × the weight bytes. Machine: {m['cpu']}, {m['logical_cores']} logical cores, "
-        f"{m['memory_bytes'] / 2**30:.0f} GiB, {m['os']}, Python {m['python']}; load average "
+        f"memory and files × the weight bytes. Machine: {m['cpu']}, {m['cpu_count']} logical cores, "
+        f"{m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, Python {m['python']}; load average "
         f"{m['load_average']} before, {m.get('load_average_after')} after. Libraries: {libraries}."
     )
 

@@ -1,40 +1,28 @@
-"""The machine and library versions a benchmark ran on, recorded beside its figures."""
+"""The machine a benchmark ran on: :func:`gpt2_onnx.environment.describe_environment` plus what timing and memory
+figures depend on (physical cores, memory, the load average)."""
 
 from __future__ import annotations
 
 import os
-import platform
-from pathlib import Path
 from typing import Any
 
-from gpt2_onnx.versions import installed_versions
+from gpt2_onnx.environment import describe_environment
 
-__all__ = ["BENCH_LIBRARIES", "machine_info"]
-
-BENCH_LIBRARIES = ("gpt2-onnx", "onnxruntime", "onnxruntime-gpu", "onnx", "torch", "transformers", "numpy")
+__all__ = ["load_average", "machine_info"]
 
 
-def _cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine()
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, where the OS has them."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
-def machine_info() -> dict[str, Any]:
-    """CPU, core counts, memory, OS, Python, library versions and the load average right now."""
+def machine_info(provider: str) -> dict[str, Any]:
+    """Versions, CPU, GPUs, core counts, memory and the load average right now."""
     import psutil
 
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
-        "cpu": _cpu_model(),
-        "logical_cores": psutil.cpu_count(logical=True),
+        **describe_environment(provider),
         "physical_cores": psutil.cpu_count(logical=False),
         "memory_bytes": psutil.virtual_memory().total,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "libraries": installed_versions(BENCH_LIBRARIES),
-        "load_average": [round(x, 2) for x in load] if load else None,
+        "load_average": load_average(),
     }

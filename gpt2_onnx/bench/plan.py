@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpt2_onnx.bench.environment import machine_info
+from gpt2_onnx.bench.environment import load_average, machine_info
 from gpt2_onnx.bench.report import BenchReport, summarize
 from gpt2_onnx.bench.runner import Progress, run_systems
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
@@ -23,9 +23,7 @@ def _labels(folders: Sequence[Path]) -> list[str]:
 def _baseline(manifest: Manifest, folder: Path, model: str | None, seed: int | None) -> SystemSpec:
     source = model or manifest.model.get("source")
     if not source:
-        raise InvalidInputError(
-            f"{folder}'s manifest names no source model; pass --model for the eager baseline"
-        )
+        raise InvalidInputError(f"{folder}'s manifest names no source model; pass --model for the eager baseline")
     chosen_seed = seed if seed is not None else manifest.model.get("seed")
     return SystemSpec("eager", "pytorch-eager", model=str(source), seed=int(chosen_seed or 0))
 
@@ -40,27 +38,20 @@ def system_specs(
 ) -> list[SystemSpec]:
     """The eager baseline (the first folder's source unless ``model`` is given), then each folder."""
     specs = [
-        SystemSpec("onnx", label, folder=str(folder))
-        for label, folder in zip(_labels(folders), folders, strict=True)
+        SystemSpec("onnx", label, folder=str(folder)) for label, folder in zip(_labels(folders), folders, strict=True)
     ]
     if unshared:  # each folder a second time, loaded by ONNX Runtime itself (prepacked weights per session)
-        specs += [
-            SystemSpec("onnx", f"{s.label}+prepack", folder=s.folder, share_weights=False) for s in specs[:]
-        ]
+        specs += [SystemSpec("onnx", f"{s.label}+prepack", folder=s.folder, share_weights=False) for s in specs[:]]
     if not eager:
         return specs
     return [_baseline(manifests[0], folders[0], model, seed), *specs]
 
 
-def _check_comparable(
-    folders: Sequence[Path], manifests: Sequence[Manifest], settings: BenchSettings
-) -> None:
+def _check_comparable(folders: Sequence[Path], manifests: Sequence[Manifest], settings: BenchSettings) -> None:
     first = manifests[0]
     for folder, manifest in zip(folders, manifests, strict=True):
         if manifest.dims != first.dims:
-            raise InvalidInputError(
-                f"{folder} has other model dimensions than {folders[0]}; bench compares one model"
-            )
+            raise InvalidInputError(f"{folder} has other model dimensions than {folders[0]}; bench compares one model")
         if settings.longest_sequence() > manifest.dims.n_positions:
             raise InvalidInputError(
                 f"the bench needs {settings.longest_sequence()} positions but {folder}'s model has "
@@ -84,9 +75,9 @@ def bench_exports(
     manifests = [read_manifest(Path(folder)) for folder in folders]
     _check_comparable(folders, manifests, settings)
     specs = system_specs(folders, manifests, eager, model, seed, unshared)
-    machine = machine_info()
+    machine = machine_info(settings.provider)
     raws = run_systems(specs, settings, manifests[0].dims.vocab_size, progress)
-    machine["load_average_after"] = machine_info()["load_average"]
+    machine["load_average_after"] = load_average()
     parameter_bytes = int(
         manifests[0].model.get("parameter_bytes") or manifests[0].files[manifests[0].weights_file].size
     )

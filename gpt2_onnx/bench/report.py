@@ -46,13 +46,10 @@ class Metric:
 def _metrics(settings: BenchSettings) -> list[Metric]:
     tokens = settings.batch_size * settings.new_tokens
     rows = [
-        Metric(f"prefill_ms/{n}", f"prefill {n} tokens (ms)", f"prefill/{n}", _ms("s"))
-        for n in settings.prompt_lengths
+        Metric(f"prefill_ms/{n}", f"prefill {n} tokens (ms)", f"prefill/{n}", _ms("s")) for n in settings.prompt_lengths
     ]
     rows += [
-        Metric(
-            f"first_token_ms/{n}", f"time to first token, {n} (ms)", f"first_token/{n}", _ms("first_token_s")
-        )
+        Metric(f"first_token_ms/{n}", f"time to first token, {n} (ms)", f"first_token/{n}", _ms("first_token_s"))
         for n in settings.prompt_lengths
     ]
     rows.append(Metric("decode_ms_per_token", "decode ms/token (median)", "decode", _step_median_ms))
@@ -197,15 +194,11 @@ def _rows(report: BenchReport) -> list[list[str]]:
             ]
         )
         if metric.key == "decode_ms_per_token":
-            rows.append(
-                ["decode ms/token (p90)", *_cells(report, "figures", "decode_ms_per_token_p90", ",.1f")]
-            )
+            rows.append(["decode ms/token (p90)", *_cells(report, "figures", "decode_ms_per_token_p90", ",.1f")])
     for text, key, ratio in _MEMORY_ROWS:
         rows.append([text, *_cells(report, "memory", key, ",.0f", MIB), *_ratio_cells(report, ratio, ".2f")])
     files = _cells(report, "files", "model_files", ",.1f", 1e6)
-    rows.append(
-        ["graphs + weights on disk (MB)", *files, *_ratio_cells(report, "model_files_per_weight_byte", ".4f")]
-    )
+    rows.append(["graphs + weights on disk (MB)", *files, *_ratio_cells(report, "model_files_per_weight_byte", ".4f")])
     rows.append(["load (s)", *_cells(report, "timing", "load_s", ".1f")])
     return rows
 

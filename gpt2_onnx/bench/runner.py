@@ -49,9 +49,7 @@ def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
     tasks = [Task(f"prefill/{n}", "prefill", ids(1, n)) for n in settings.prompt_lengths]
     tasks += [Task(f"first_token/{n}", "generate", ids(1, n), 1) for n in settings.prompt_lengths]
     tasks.append(Task("decode", "generate", ids(1, settings.decode_prompt_length), settings.new_tokens))
-    tasks.append(
-        Task("batch", "generate", ids(settings.batch_size, settings.batch_prompt_length), settings.new_tokens)
-    )
+    tasks.append(Task("batch", "generate", ids(settings.batch_size, settings.batch_prompt_length), settings.new_tokens))
     return tasks
 
 
@@ -105,9 +103,7 @@ class _Worker:
     def _log_tail(self) -> str:
         self._log.flush()
         self._process.poll()
-        lines = [
-            line for line in Path(self._log.name).read_text(errors="replace").splitlines() if line.strip()
-        ]
+        lines = [line for line in Path(self._log.name).read_text(errors="replace").splitlines() if line.strip()]
         return lines[-1] if lines else f"exit code {self._process.returncode}"
 
     def close(self) -> None:

@@ -72,9 +72,7 @@ class SystemSpec:
     folder: str | None = None  # onnx: the export folder
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
-    share_weights: bool = (
-        True  # onnx: one map of the weights for both sessions (False: ONNX Runtime's loading)
-    )
+    share_weights: bool = True  # onnx: one map of the weights for both sessions (False: ONNX Runtime's loading)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

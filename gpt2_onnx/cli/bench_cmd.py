@@ -162,7 +162,7 @@ def bench(
     machine = report.machine
     click.echo(
         f"batch 1 (throughput: batch {batch_size}), {threads} threads, {provider}; "
-        f"{repeats} rounds after {warmup} warm-up; {machine['cpu']} ({machine['logical_cores']} cores), "
+        f"{repeats} rounds after {warmup} warm-up; {machine['cpu']} ({machine['cpu_count']} cores), "
         f"load {machine['load_average']} → {machine['load_average_after']}"
     )
     click.echo(report.table())
