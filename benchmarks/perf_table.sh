@@ -18,8 +18,12 @@ mkdir -p "$OUT" benchmarks/results
 # name → extra export options; every variant comes from the same seeded checkpoint.
 declare -A VARIANTS=(
   [fp32]=""
+  [fp32-optimize]="--optimize"
+  [int8]="--precision int8"
+  [int4]="--precision int4"
+  [int4-b128]="--precision int4 --block-size 128"
 )
-ORDER=(fp32)
+ORDER=(fp32 fp32-optimize int8 int4 int4-b128)
 
 folders=()
 for name in "${ORDER[@]}"; do
@@ -31,5 +35,7 @@ for name in "${ORDER[@]}"; do
 done
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-"$PYTHON" -m gpt2_onnx bench "${folders[@]}" --threads "$THREADS" --repeats "$REPEATS" --json >"benchmarks/results/$stamp.json"
+# --unshared adds fp32 as ONNX Runtime loads it itself (prepacked weights per session): the memory/speed trade.
+"$PYTHON" -m gpt2_onnx bench "${folders[@]}" --unshared --threads "$THREADS" --repeats "$REPEATS" --json \
+  >"benchmarks/results/$stamp.json"
 "$PYTHON" benchmarks/markdown_table.py "benchmarks/results/$stamp.json" | tee "benchmarks/results/$stamp.md"

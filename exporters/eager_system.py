@@ -69,9 +69,7 @@ class EagerSystem:
         marks.append(time.perf_counter())
         for _ in range(new_tokens - 1):
             mask = torch.cat([mask, ones], dim=1)  # (B, P + 1)
-            out = self.model(
-                input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True
-            )
+            out = self.model(input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True)
             token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
             token.tolist()
             marks.append(time.perf_counter())

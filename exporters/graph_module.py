@@ -89,6 +89,8 @@ class Gpt2GraphModule(nn.Module):
         presents: list[torch.Tensor] = []
         for i, block in enumerate(cast("list[GPT2Block]", t.h)):
             past = (past_key_values[2 * i], past_key_values[2 * i + 1]) if self.kind == DECODE else None
+            if past is not None and past[0].dtype != hidden.dtype:  # fp16 weights: the float32 cache is cast in
+                past = (past[0].to(hidden.dtype), past[1].to(hidden.dtype))
             hidden, key, value = self._block(block, i, hidden, bias, past)
             presents += [key, value]
         hidden = F.layer_norm(hidden, (self.n_embd,), t.ln_f.weight, t.ln_f.bias, self.eps)  # (B, T, d)
@@ -100,6 +102,9 @@ class Gpt2GraphModule(nn.Module):
         logits = F.linear(hidden.reshape(-1, self.n_embd), head)  # (B·T, V)
         if self.lm_head is not None and self.lm_head.bias is not None:
             logits = logits + self.lm_head.bias
+        if logits.dtype != torch.float32:  # fp16 weights: the contract's outputs stay float32
+            logits = logits.float()
+            presents = [kv.float() for kv in presents]
         return (logits.reshape(batch, length, -1), *presents)  # (B, T, V), then (B, nh, S, hs) each
 
     @staticmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,11 +16,11 @@ from exporters.trace import trace_graph
 from exporters.transforms import (
     check_io,
     check_opset,
-    check_tied_head,
     name_dimensions,
     set_min_ir_version,
     strip_metadata,
 )
+from exporters.variants import GraphVariant, apply_variant, check_variant_tie, model_for_tracing
 from exporters.weights import WeightsIndex, externalize_shared_weights
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ModelDims
@@ -46,6 +46,7 @@ class ExportedGraphs:
     weights: WeightsIndex
     ir_version: int
     tied_head: bool
+    quantization: dict[str, int] | None = None  # int8/int4: bits, block size, MatMulNBits accuracy level
 
 
 def _finalize(
@@ -62,9 +63,11 @@ def _finalize(
     return proto
 
 
-def _check_structure(proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, opset: int, tied: bool) -> None:
+def _check_structure(
+    proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, opset: int, tied: bool, variant: GraphVariant
+) -> None:
     check_opset(proto, opset, kind)
-    check_tied_head(proto, dims, tied, EMBEDDING, kind)
+    check_variant_tie(proto, dims, tied, EMBEDDING, variant, kind)
 
 
 def export_graphs(
@@ -77,17 +80,26 @@ def export_graphs(
     simplify: bool,
     export_id: str,
     stages: Stages,
+    variant: GraphVariant | None = None,
 ) -> ExportedGraphs:
     """Trace both graphs, write the shared weights file and both graphs into ``folder``, and check each graph.
 
     Checks: the I/O contract, the opset import, one tied [vocab × d] initializer read by Gather and Gemm(transB=1),
     and ``onnx.checker.check_model(full_check=True)``.
     """
+    variant = variant or GraphVariant()
+    if simplify and not variant.plain:
+        raise ExportError("--simplify runs on plain fp32 graphs only; drop it with --optimize or --precision")
     tied = is_tied(model)
+    traceable = model_for_tracing(model, variant)
     traced: dict[GraphKind, ir.Model] = {}
     for kind in GRAPHS:
         with stages.stage(f"trace {kind}"):
-            traced[kind] = trace_graph(model, kind, dims, opset, all_logits)
+            traced[kind] = trace_graph(traceable, kind, dims, opset, all_logits)
+    del traceable
+    if not variant.plain:
+        with stages.stage(f"{'optimize, ' if variant.optimize else ''}{variant.precision}"):
+            apply_variant(traced, variant, EMBEDDING)
     with stages.stage("save weights"):
         weights = externalize_shared_weights(list(traced.values()), folder, WEIGHTS_FILE)
         protos = {
@@ -96,13 +108,13 @@ def export_graphs(
         }
         del traced
     for kind, proto in protos.items():
-        _check_structure(proto, kind, dims, opset, tied)  # before simplify too: the trace itself must be right
+        _check_structure(proto, kind, dims, opset, tied, variant)  # before simplify too: the trace itself must be right
     if simplify:
         with stages.stage("simplify"):
             protos = {kind: simplify_graph(proto, folder, weights) for kind, proto in protos.items()}
     with stages.stage("save graphs"):
         for kind, proto in protos.items():
-            _check_structure(proto, kind, dims, opset, tied)
+            _check_structure(proto, kind, dims, opset, tied, variant)
             onnx.save_model(proto, folder / GRAPH_FILES[kind])
     with stages.stage("check graphs"):
         for kind in GRAPHS:
@@ -111,4 +123,5 @@ def export_graphs(
             except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
                 raise ExportError(f"{GRAPH_FILES[kind]} fails onnx.checker: {str(exc).splitlines()[0]}") from exc
     ir_version = next(iter(protos.values())).ir_version
-    return ExportedGraphs(dict(GRAPH_FILES), weights, ir_version, tied)
+    quantization = asdict(variant.quantization) if variant.quantization else None
+    return ExportedGraphs(dict(GRAPH_FILES), weights, ir_version, tied, quantization)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpt2_onnx.errors import UnsupportedOpsetError
+from gpt2_onnx.errors import InvalidInputError, UnsupportedOpsetError
 
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPSET",
+    "PRECISIONS",
     "SUPPORTED_OPSETS",
     "ExportOptions",
     "ModelDims",
@@ -19,6 +20,8 @@ __all__ = [
 DEFAULT_MODEL = "openai-community/gpt2"
 DEFAULT_OPSET = 17
 SUPPORTED_OPSETS = range(17, 22)  # 17..21; 17 brings LayerNormalization, the oldest we need
+# --precision choices → the manifest's precision names (float32 graphs compute in float32, and so on).
+PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "int8": "int8", "int4": "int4"}
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,25 @@ class ExportOptions:
     force: bool = False  # replace a non-empty output folder (only after the new export is complete and checked)
     check: bool = True  # compare the graphs with the source model before writing
     decode_check_steps: int = 4  # chained decode steps compared during the check
+    optimize: bool = False  # ONNX Runtime contrib-op fusions (onnxscript's ort_fusions)
+    precision: str = "fp32"  # a key of PRECISIONS: fp16 for CUDA, int8/int4 weight-only for the CPU
+    block_size: int | None = None  # int8/int4: weights per quantization scale (None: the precision's default)
     extra: dict[str, str] = field(default_factory=dict)  # free-form notes recorded in the manifest
 
     def __post_init__(self) -> None:
         check_opset(self.opset)
+        if self.precision not in PRECISIONS:
+            raise InvalidInputError(f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}")
+        if self.block_size is not None:
+            if self.precision not in ("int8", "int4"):
+                raise InvalidInputError("--block-size applies to --precision int8 or int4 only")
+            if self.block_size < 16 or self.block_size & (self.block_size - 1):
+                raise InvalidInputError(f"--block-size must be a power of two >= 16, got {self.block_size}")
+
+    @property
+    def precision_name(self) -> str:
+        """The manifest's name of the precision: float32, float16, int8 or int4."""
+        return PRECISIONS[self.precision]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -74,5 +92,8 @@ class ExportOptions:
             "revision": self.revision,
             "all_logits": self.all_logits,
             "simplify": self.simplify,
+            "optimize": self.optimize,
+            "precision": self.precision,
+            "block_size": self.block_size,
             "check": self.check,
         }

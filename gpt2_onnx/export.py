@@ -26,6 +26,7 @@ from gpt2_onnx.output_folder import StagedFolder, check_output_path
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.progress import StageReporter, Stages
 from gpt2_onnx.tolerances import tolerance_for
+from gpt2_onnx.versions import version_tuple
 
 if TYPE_CHECKING:
     from exporters.graphs import ExportedGraphs
@@ -46,10 +47,20 @@ FP32 = tolerance_for("float32")
 # opsets 17 and 18 were not tried on older ones. 1.15 lacks Shape-19, 1.16 refuses opset 20 ("under development"),
 # 1.17 refuses IR 10, which opset 21 needs.
 _MIN_ORT = {17: "1.15.0", 18: "1.15.0", 19: "1.16.0", 20: "1.17.0", 21: "1.18.0"}
+# golden.json of a reduced precision holds the export's own outputs; its logits tolerance covers other CPUs' kernels
+# (fp16 also CUDA's, whose accumulation order differs most).
+_GOLDEN_ATOL = {"float16": 5e-2, "int8": 1e-3, "int4": 1e-3}
+# Oldest ONNX Runtime whose CPU provider loads and runs each variant (tiny exports, prefill + decode, on the cached
+# releases of scripts/ort-matrix.sh): fp16 runs on 1.15.0 (the oldest tried); int4 MatMulNBits needs 1.17 (1.16.3
+# refuses it); 8-bit MatMulNBits runs on 1.22.1 but not 1.20.1 (1.21 untried); --optimize's MultiHeadAttention
+# runs on 1.20.1 but fails at run time on 1.19.2.
+_MIN_ORT_VARIANT = {"optimize": "1.20.0", "float16": "1.15.0", "int8": "1.22.0", "int4": "1.17.0"}
 
 
-def min_onnxruntime_for(opset: int) -> str:
-    return _MIN_ORT[opset]
+def min_onnxruntime_for(opset: int, optimize: bool = False, precision: str = "float32") -> str:
+    """The oldest ONNX Runtime that loads the export: the opset's minimum, raised by the variant's operators."""
+    needs = [_MIN_ORT[opset], _MIN_ORT_VARIANT.get(precision, "0"), _MIN_ORT_VARIANT["optimize"] if optimize else "0"]
+    return max(needs, key=version_tuple)
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,8 @@ def _build_manifest(
         files=file_records(folder, names),
         opset=options.opset,
         ir_version=graphs.ir_version,
-        min_onnxruntime=min_onnxruntime_for(options.opset),
+        precision=options.precision_name,
+        min_onnxruntime=min_onnxruntime_for(options.opset, options.optimize, options.precision_name),
         model={
             "source": source.source,
             "seed": source.seed,
@@ -108,6 +120,8 @@ def _build_manifest(
         export={
             "export_id": export_id,
             "options": options.to_json(),
+            "weight_bytes": graphs.weights.parameter_bytes(),  # the tensors in the weights file, padding aside
+            "quantization": graphs.quantization,
             "tool": {"gpt2-onnx": __version__},
             "environment": describe_environment(),
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -135,18 +149,39 @@ def _encoder(source: SourceModel) -> Callable[[str], list[int]]:
     return lambda text: [int(i) for i in source.tokenizer(text)["input_ids"]]
 
 
-def _check_parity(folder: Path, source: SourceModel, prompts: tuple[tuple[int, ...], ...], steps: int) -> ParityReport:
-    """The export's own parity check (CPU, fp32 tolerances): prefill, chained decode, empty past, padded batch."""
+def _check_parity(
+    folder: Path, source: SourceModel, prompts: tuple[tuple[int, ...], ...], steps: int, precision: str
+) -> ParityReport:
+    """The export's own parity check (CPU, the precision's tolerances): prefill, chained decode, empty past,
+    padded batch."""
     from exporters.reference import ReferenceModel
     from gpt2_onnx.checks import ParitySuite
     from runtimes.session import LoadedExport, RuntimeOptions
 
     loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu"))
-    suite = ParitySuite(loaded, ReferenceModel(source.model), FP32, ParityReport())
+    suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance_for(precision), ParityReport())
     suite.prefill_and_decode_chain(prompts[0], steps)
     suite.decode_with_empty_past(prompts[0])
     suite.padded_batch(prompts, steps=2)
     return suite.report
+
+
+def _golden_from_export(folder: Path, manifest: Manifest, source: SourceModel) -> Manifest:
+    """Replace golden.json by the export's own greedy tokens and logits (ONNX Runtime, CPU): a reduced precision
+    does not reproduce the source model's tokens exactly, but a consumer's runtime should reproduce the export's.
+    Returns the manifest with golden.json's new record, written."""
+    from exporters.golden import GOLDEN_PROMPTS, GOLDEN_STEPS
+    from runtimes.golden_check import golden_from_export
+    from runtimes.session import LoadedExport, RuntimeOptions
+
+    loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu"))
+    prompts = [_encoder(source)(text)[: max(1, manifest.dims.n_positions - GOLDEN_STEPS)] for text in GOLDEN_PROMPTS]
+    golden = golden_from_export(loaded, list(GOLDEN_PROMPTS), prompts, GOLDEN_STEPS, _GOLDEN_ATOL[manifest.precision])
+    del loaded
+    name = write_golden(folder, golden)
+    manifest = replace(manifest, files={**manifest.files, **file_records(folder, [name])})
+    write_manifest(folder, manifest)
+    return manifest
 
 
 def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
@@ -157,6 +192,7 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
     from exporters.reference import ReferenceModel
     from exporters.source import load_source
     from exporters.tokenizer_files import save_tokenizer_files
+    from exporters.variants import GraphVariant
 
     check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
@@ -175,6 +211,7 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             simplify=options.simplify,
             export_id=export_id,
             stages=stages,
+            variant=GraphVariant(options.optimize, options.precision_name, options.block_size),
         )
         with stages.stage("save tokenizer and manifest"):
             others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
@@ -187,6 +224,9 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             genai = write_genai_config(staged.path, manifest)  # from the manifest, then listed in it
             manifest = replace(manifest, files={**manifest.files, **file_records(staged.path, [genai])})
             write_manifest(staged.path, manifest)
+        if options.precision_name != "float32":
+            with stages.stage("golden vectors of the export"):
+                manifest = _golden_from_export(staged.path, manifest, source)
         if options.check:
             with stages.stage("check parity"):
                 parity = _check_parity(
@@ -194,6 +234,7 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
                     source,
                     _check_prompts(source, dims, options.decode_check_steps),
                     options.decode_check_steps,
+                    options.precision_name,
                 )
             if not parity.ok:
                 raise ExportCheckError(f"the export does not match the source model: {parity.summary()}")

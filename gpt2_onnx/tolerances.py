@@ -42,6 +42,47 @@ TOLERANCES: dict[str, Tolerance] = {
             "1e-4 leaves headroom for other CPUs and thread counts"
         ),
     ),
+    # Reduced precisions: measured with `gpt2-onnx verify` (8 prompts, 32 decode steps, CPU, ONNX Runtime 1.31) on
+    # seeded random weights, GPT-2-small and tiny dimensions, the only weights available offline. Random weights
+    # give near-flat next-token distributions, where the argmax flips on tiny logit changes: top-1 agreement is
+    # the harsh figure there and KL the telling one. Real checkpoints are peakier (top-1 higher, KL larger):
+    # measure them before tightening these.
+    "float16": Tolerance(
+        logits_atol=2e-2,
+        kv_atol=2e-2,
+        min_top1=0.9,
+        max_kl=1e-4,
+        greedy_exact=False,
+        basis=(
+            "fp16 weights and compute, float32 I/O, on the CPU provider: measured max |Δlogits| 2.3e-3, |ΔKV| 1.9e-3, "
+            "top-1 100 %, max KL 1.1e-7, 8 of 8 greedy runs exact (GPT-2 small); limits ~10× for CUDA's "
+            "accumulation order and peakier real weights; greedy divergence reported, not judged"
+        ),
+    ),
+    "int8": Tolerance(
+        logits_atol=None,
+        kv_atol=None,
+        min_top1=0.5,
+        max_kl=1e-3,
+        greedy_exact=False,
+        basis=(
+            "int8 weights (block 128, symmetric), int8 activations in MatMulNBits: measured max KL 1.4e-4 "
+            "(GPT-2 small), 2.9e-6 (tiny); top-1 99 % on average, 67 % at worst (one of 3 positions); "
+            "max |Δlogits| 0.076, reported only; 7 of 8 greedy runs exact"
+        ),
+    ),
+    "int4": Tolerance(
+        logits_atol=None,
+        kv_atol=None,
+        min_top1=0.0,
+        max_kl=5e-2,
+        greedy_exact=False,
+        basis=(
+            "int4 weights (block 32, symmetric), int8 activations in MatMulNBits: measured max KL 0.016 "
+            "(GPT-2 small; 0.023 with --block-size 128), 4e-4 (tiny); top-1 77 % on average but single positions "
+            "flip on random weights' flat distributions, so it is reported, not judged; max |Δlogits| 0.85"
+        ),
+    ),
 }
 
 

@@ -61,7 +61,7 @@ class OnnxSystem:
         tensors' bytes, as the manifest states them) that the other two are measured against."""
         manifest = self.loaded.manifest
         names = [record.file for record in manifest.graphs.values()] + [manifest.weights_file]
-        weight_bytes = manifest.model.get("weight_bytes") or manifest.model.get("parameter_bytes") or 0
+        weight_bytes = manifest.export.get("weight_bytes") or manifest.model.get("parameter_bytes") or 0
         return {
             "model_files": sum(manifest.files[name].size for name in names),
             "folder": sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file()),

@@ -7,16 +7,18 @@ file's tolerance.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.golden import GoldenSet, read_golden
+from gpt2_onnx.golden import GoldenCase, GoldenSet, read_golden
 from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors, compare_tokens
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.sampling import greedy
 from runtimes.session import LoadedExport
 
-__all__ = ["check_golden", "greedy_ids"]
+__all__ = ["check_golden", "golden_from_export", "greedy_ids"]
 
 
 def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,6 +36,21 @@ def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple
         mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)  # (1, P + 1)
         logits = runner.decode(token[:, None], mask, position_ids(mask)[:, -1:])[:, -1]  # (1, V)
     return np.array(chosen, dtype=np.int64), first_logits
+
+
+def golden_from_export(
+    loaded: LoadedExport, prompts: Sequence[str], prompt_ids: Sequence[list[int]], steps: int, logits_atol: float
+) -> GoldenSet:
+    """Golden vectors computed by ``loaded`` itself: for exports whose precision the source model does not share."""
+    import onnxruntime as ort
+
+    cases = []
+    for prompt, ids in zip(prompts, prompt_ids, strict=True):
+        chosen, last = greedy_ids(loaded, ids, steps)
+        top = np.argsort(-last)[:5]
+        cases.append(GoldenCase(prompt, list(ids), chosen.tolist(), top.tolist(), [float(last[i]) for i in top]))
+    precision = loaded.manifest.precision
+    return GoldenSet(cases, logits_atol, f"this export ({precision}) on ONNX Runtime {ort.__version__}, CPU provider")
 
 
 def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> ParityReport:

@@ -79,10 +79,16 @@ def _session_options(options: RuntimeOptions) -> ort.SessionOptions:
     return so
 
 
-def _shares_weights(options: RuntimeOptions) -> bool:
-    """Shared weights on the CPU only (a CUDA session copies its weights to the GPU anyway), and not when the
-    caller sets prepacking itself."""
-    return options.share_weights and options.provider == "cpu" and DISABLE_PREPACKING not in options.session_config
+def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
+    """Shared weights for float32 graphs on the CPU only: a CUDA session copies its weights to the GPU anyway, and
+    quantized graphs need prepacking (MatMulNBits runs ~30× slower without it). Not when the caller sets
+    prepacking itself."""
+    return (
+        options.share_weights
+        and options.provider == "cpu"
+        and manifest.precision == "float32"
+        and DISABLE_PREPACKING not in options.session_config
+    )
 
 
 def _check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
@@ -177,7 +183,7 @@ class LoadedExport:
         ensure_provider_loadable(options.provider)
         export_id = manifest.export.get("export_id")
         sessions: dict[GraphKind, ort.InferenceSession] = {}
-        shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options) else None
+        shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options, manifest) else None
         for kind in GRAPHS:
             path = folder / manifest.graphs[kind].file
             try:

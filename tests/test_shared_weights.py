@@ -38,9 +38,7 @@ def test_both_sessions_read_one_map(tiny_export: Path) -> None:
     names = {}
     for kind in (PREFILL, DECODE):
         graph = onnx.load(str(tiny_export / f"{kind}.onnx"), load_external_data=False)
-        names[kind] = {
-            ref.name: shared.value(ref) for ref in external_tensors(graph, tiny_export / f"{kind}.onnx")
-        }
+        names[kind] = {ref.name: shared.value(ref) for ref in external_tensors(graph, tiny_export / f"{kind}.onnx")}
     common = names[PREFILL].keys() & names[DECODE].keys()
     assert "transformer.wte.weight" in common
     for name in common:  # one OrtValue per tensor, whichever graph asks

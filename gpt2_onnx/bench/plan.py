@@ -40,8 +40,12 @@ def system_specs(
     specs = [
         SystemSpec("onnx", label, folder=str(folder)) for label, folder in zip(_labels(folders), folders, strict=True)
     ]
-    if unshared:  # each folder a second time, loaded by ONNX Runtime itself (prepacked weights per session)
-        specs += [SystemSpec("onnx", f"{s.label}+prepack", folder=s.folder, share_weights=False) for s in specs[:]]
+    if unshared:  # each float32 folder again, loaded by ONNX Runtime itself (prepacked weights per session)
+        specs += [
+            SystemSpec("onnx", f"{spec.label}+prepack", folder=spec.folder, share_weights=False)
+            for spec, manifest in zip(specs[:], manifests, strict=True)
+            if manifest.precision == "float32"
+        ]
     if not eager:
         return specs
     return [_baseline(manifests[0], folders[0], model, seed), *specs]

@@ -64,9 +64,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     show_default=True,
     help="Recorded rounds (interleaved across systems).",
 )
-@click.option(
-    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first."
-)
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids.")
 @click.option(
     "--provider",
@@ -93,13 +91,11 @@ def _lengths(text: str) -> tuple[int, ...]:
     show_default=True,
     help="transformers attention of the baseline.",
 )
-@click.option(
-    "--no-eager", is_flag=True, help="Measure the export folders only, without the PyTorch baseline."
-)
+@click.option("--no-eager", is_flag=True, help="Measure the export folders only, without the PyTorch baseline.")
 @click.option(
     "--unshared",
     is_flag=True,
-    help="Also measure each folder as ONNX Runtime loads it: weights prepacked per session (more memory).",
+    help="Also measure each float32 folder as ONNX Runtime loads it: weights prepacked per session (more memory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
 def bench(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, PRECISIONS, SUPPORTED_OPSETS, ExportOptions
 
 __all__ = ["export"]
 
@@ -82,6 +82,24 @@ def _megabytes(size: int) -> str:
     is_flag=True,
     help="Replace a non-empty output folder, once the new export is complete and checked.",
 )
+@click.option(
+    "--optimize",
+    is_flag=True,
+    help="Fuse for ONNX Runtime: SkipLayerNormalization, MultiHeadAttention (onnxscript's ort_fusions).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(list(PRECISIONS)),
+    default="fp32",
+    show_default=True,
+    help="Weights and compute: fp16 for CUDA (float32 inputs and outputs), int8/int4 weight-only for the CPU.",
+)
+@click.option(
+    "--block-size",
+    type=int,
+    default=None,
+    help="int8/int4: weights per quantization scale (default: int4 32, int8 128; larger is faster, coarser).",
+)
 @click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
 def export(
     model: str,
@@ -93,6 +111,9 @@ def export(
     all_logits: bool,
     simplify: bool,
     force: bool,
+    optimize: bool,
+    precision: str,
+    block_size: int | None,
     no_check: bool,
 ) -> None:
     """Export a GPT-2 checkpoint to prefill.onnx + decode.onnx sharing one weights file.
@@ -102,6 +123,7 @@ def export(
       gpt2-onnx export --opset 17 -o gpt2-onnx-out            # openai-community/gpt2 from the Hub
       gpt2-onnx export --model ./my-finetuned-gpt2 -o out
       gpt2-onnx export --model random:gpt2 --seed 0 -o out   # offline
+      gpt2-onnx export --model random:gpt2 --precision int4 -o out-int4
     """
     from gpt2_onnx.export import export_model
 
@@ -116,6 +138,9 @@ def export(
         simplify=simplify,
         force=force,
         check=not no_check,
+        optimize=optimize,
+        precision=precision,
+        block_size=block_size,
     )
     click.echo(f"Exporting {model} to {output} (opset {opset})", err=True)
     display = StageDisplay()

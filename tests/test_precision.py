@@ -1,0 +1,135 @@
+"""``--precision fp16|int8|int4`` on the tiny checkpoint: parity within the precision's tolerances, the tie kept
+as one quantized table, one weights file, golden vectors the export itself reproduces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from exporters.block_quant import dequantize, quantize_blocks, unpack
+from exporters.quantize_graph import QuantSettings
+from exporters.variants import GraphVariant, check_variant_tie
+from gpt2_onnx.config import ExportOptions
+from gpt2_onnx.errors import ExportError, InvalidInputError
+from gpt2_onnx.manifest import read_manifest
+from gpt2_onnx.names import DECODE, GRAPHS
+from gpt2_onnx.tolerances import tolerance_for
+from runtimes.generation import GenerationOptions, generate_ids
+from runtimes.golden_check import check_golden
+from runtimes.session import LoadedExport
+from tests.conftest import export_checkpoint
+from tests.helpers import load_graph, manifest_dims, vocab_by_d_initializers
+
+TABLE = "transformer.wte.weight"
+
+
+@pytest.fixture(scope="module", params=["fp16", "int8", "int4"])
+def precision_export(
+    request: pytest.FixtureRequest, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Path]:
+    folder = tmp_path_factory.mktemp("precision") / request.param
+    return request.param, export_checkpoint(tiny_checkpoint, folder, precision=request.param)  # runs the parity check
+
+
+def test_manifest_records_precision_and_runtime(precision_export: tuple[str, Path]) -> None:
+    precision, folder = precision_export
+    manifest = read_manifest(folder)
+    assert manifest.precision == {"fp16": "float16", "int8": "int8", "int4": "int4"}[precision]
+    assert manifest.export["options"]["precision"] == precision
+    assert manifest.min_onnxruntime
+    assert tolerance_for(manifest.precision).basis != "provisional"
+
+
+def test_weights_shrink_and_stay_in_one_file(precision_export: tuple[str, Path], tiny_export: Path) -> None:
+    precision, folder = precision_export
+    fp32 = (tiny_export / "model.onnx.data").stat().st_size
+    size = (folder / "model.onnx.data").stat().st_size
+    assert size < {"fp16": 0.55, "int8": 0.4, "int4": 0.25}[precision] * fp32
+    assert sorted(p.name for p in folder.glob("*.data")) == ["model.onnx.data"]
+
+
+def test_tie_survives(precision_export: tuple[str, Path]) -> None:
+    precision, folder = precision_export
+    vocab, d = manifest_dims(folder)
+    for kind in GRAPHS:
+        graph = load_graph(folder, kind)
+        if precision == "fp16":
+            assert vocab_by_d_initializers(graph, vocab, d) == [TABLE]
+            readers = {n.op_type for n in graph.graph.node if TABLE in n.input}
+            assert readers == {"Gather", "Gemm"}
+            continue
+        assert vocab_by_d_initializers(graph, vocab, d) == []  # no float copy beside the quantized table
+        bits = precision[-1]
+        for name in (f"{TABLE}.int{bits}", f"{TABLE}.scales"):
+            readers = {n.op_type for n in graph.graph.node if name in n.input}
+            assert readers == {"Gather", "MatMulNBits"}, (kind, name, readers)
+
+
+def test_generation_and_own_golden_vectors(precision_export: tuple[str, Path]) -> None:
+    _, folder = precision_export
+    loaded = LoadedExport.load(folder)
+    results = generate_ids(loaded, [[464, 2068], [15496]], GenerationOptions(max_new_tokens=5, ignore_eos=True))
+    assert [len(r.token_ids) for r in results] == [5, 5]
+    report = check_golden(loaded)
+    assert report.ok, report.summary()
+
+
+def test_tie_check_refuses_a_float_copy_beside_the_quantized_table(precision_export: tuple[str, Path]) -> None:
+    precision, folder = precision_export
+    if precision == "fp16":
+        pytest.skip("fp16 keeps the float table: the fp32 tie check covers it")
+    manifest = read_manifest(folder)
+    graph = load_graph(folder, DECODE)
+    copy = onnx.numpy_helper.from_array(np.zeros((manifest.dims.vocab_size, manifest.dims.n_embd), np.float32), "copy")
+    graph.graph.initializer.append(copy)
+    variant = GraphVariant(precision=manifest.precision)
+    with pytest.raises(ExportError, match="float"):
+        check_variant_tie(graph, manifest.dims, True, TABLE, variant, "decode")
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_block_quantization_round_trip(bits: int) -> None:
+    weight = np.random.default_rng(0).standard_normal((6, 64)).astype(np.float32)
+    quantized = quantize_blocks(weight, bits, 32)
+    assert quantized.packed.shape == (6, 2, 32 * bits // 8)
+    step = np.abs(weight).reshape(6, 2, 32).max(-1) / ((1 << (bits - 1)) - 1)  # (N, K/b)
+    error = np.abs(dequantize(quantized) - weight).reshape(6, 2, 32)
+    assert (error <= step[..., None] / 2 + 1e-7).all()  # round to nearest: within half a step
+    assert unpack(quantized).max() < 1 << bits
+
+
+def test_four_bit_packing_is_low_nibble_first() -> None:
+    weight = np.zeros((1, 32), np.float32)
+    weight[0, 0], weight[0, 1] = -1.0, 1.0  # q = 8 - 7 = 1 and 8 + 7 = 15
+    packed = quantize_blocks(weight, 4, 32).packed
+    assert packed[0, 0, 0] == 1 | (15 << 4)
+
+
+def test_block_size_fits_the_input_features() -> None:
+    settings = QuantSettings(bits=8, block_size=128, accuracy_level=4)
+    assert settings.block_for(768) == 128
+    assert settings.block_for(64) == 64
+    with pytest.raises(ExportError):
+        settings.block_for(24)
+
+
+def test_unknown_precision_and_simplify_with_precision_are_refused(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        ExportOptions(model=str(tiny_checkpoint), precision="int3")
+    with pytest.raises(ExportError, match="simplify"):
+        export_checkpoint(tiny_checkpoint, tmp_path / "x", precision="int4", simplify=True)
+    assert not (tmp_path / "x").exists()
+
+
+def test_minimum_runtime_follows_the_variant() -> None:
+    from gpt2_onnx.export import min_onnxruntime_for
+
+    assert min_onnxruntime_for(17) == "1.15.0"
+    assert min_onnxruntime_for(17, precision="float16") == "1.15.0"
+    assert min_onnxruntime_for(17, precision="int4") == "1.17.0"
+    assert min_onnxruntime_for(17, precision="int8") == "1.22.0"
+    assert min_onnxruntime_for(21, precision="int4") == "1.18.0"  # the opset's own minimum is higher
+    assert min_onnxruntime_for(17, optimize=True, precision="int4") == "1.20.0"
