@@ -42,7 +42,7 @@ def table(report: dict[str, Any]) -> str:
         cells = [_cell(systems[s]["figures"].get(key), ",.1f", ratios.get(s, {}).get(key)) for s in labels]
         lines.append(f"| {text} | " + " | ".join(cells) + " |")
     for text, key, ratio_key in (
-        ("RSS after load, MiB", "rss_after_load", "rss_after_load_per_weight_byte"),
+        ("RSS ready (both graphs run once), MiB", "rss_ready", "rss_ready_per_weight_byte"),
         (
             "peak RSS after generating, MiB",
             "peak_rss_after_generate",

@@ -71,12 +71,14 @@ def _memory(raw: RawResults) -> dict[str, int]:
         "rss_before_load": raw.load["before"]["rss"],
         "rss_after_load": load["after"]["rss"],
         "peak_rss_after_load": load["after"]["peak_rss"],
+        "rss_ready": load["ready"]["rss"],
         "rss_after_generate": end["rss"],
         "peak_rss_after_generate": end["peak_rss"],
     }
-    for part in ("rss_anon", "rss_file"):
-        if part in load["after"]:
-            found[f"{part}_after_load"] = load["after"][part]
+    for part in ("rss_anon", "rss_file"):  # Linux only
+        for moment, snapshot in (("ready", load["ready"]), ("after_generate", end)):
+            if part in snapshot:
+                found[f"{part}_{moment}"] = snapshot[part]
     return found
 
 
@@ -126,7 +128,7 @@ def _weight_ratios(system: dict[str, Any], parameter_bytes: int) -> dict[str, fl
     memory, files = system["memory"], system.get("files") or {}
     parameter_bytes = files.get("weight_bytes") or parameter_bytes  # a quantized export's own weights
     found = {
-        "rss_after_load_per_weight_byte": memory["rss_after_load"] / parameter_bytes,
+        "rss_ready_per_weight_byte": memory["rss_ready"] / parameter_bytes,
         "peak_rss_after_generate_per_weight_byte": memory["peak_rss_after_generate"] / parameter_bytes,
     }
     if files:
@@ -161,9 +163,12 @@ def summarize(
 
 _MEMORY_ROWS = (  # (table text, memory key, ratio key or None)
     ("RSS before load (MiB)", "rss_before_load", None),
-    ("RSS after load (MiB)", "rss_after_load", "rss_after_load_per_weight_byte"),
+    ("RSS after load (MiB)", "rss_after_load", None),
     ("peak RSS after load (MiB)", "peak_rss_after_load", None),
+    ("RSS ready: both graphs run once (MiB)", "rss_ready", "rss_ready_per_weight_byte"),
     ("RSS after generating (MiB)", "rss_after_generate", None),
+    ("  of which anonymous (MiB)", "rss_anon_after_generate", None),
+    ("  of which file-backed (MiB)", "rss_file_after_generate", None),
     ("peak RSS after generating (MiB)", "peak_rss_after_generate", "peak_rss_after_generate_per_weight_byte"),
 )
 

@@ -155,7 +155,8 @@ def run_systems(
                 log_file = open(Path(logs) / f"worker-{index}.log", "w+")  # noqa: SIM115  # closed with the folder
                 workers.append(_Worker(spec, settings, log_file))
                 results[index].ready = workers[-1].ready
-                results[index].load = workers[-1].request("load")
+                first_use = prompt_ids(settings.seed, 1, 8, vocab_size).tolist()
+                results[index].load = workers[-1].request("load", ids=first_use)
             _rounds(workers, results, tasks, settings, report)
             for worker, result in zip(workers, results, strict=True):
                 result.end_memory = worker.request("memory")
