@@ -27,11 +27,11 @@ def _timing_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _cell(value: float | None, fmt: str, ratio: float | None) -> str:
+def _cell(value: float | None, fmt: str, ratio: float | None, ratio_fmt: str = ".2f") -> str:
     if value is None:
         return "—"
     text = format(value, fmt)
-    return f"{text} ({ratio:.2f}×)" if ratio is not None else text
+    return f"{text} ({format(ratio, ratio_fmt)}×)" if ratio is not None else text
 
 
 def table(report: dict[str, Any]) -> str:
@@ -52,7 +52,7 @@ def table(report: dict[str, Any]) -> str:
         cells = [_cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels]
         lines.append(f"| {text} | " + " | ".join(cells) + " |")
     files = [
-        _cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"))
+        _cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"), ".4f")
         if systems[s].get("files")
         else "—"
         for s in labels
@@ -69,7 +69,8 @@ def context(report: dict[str, Any]) -> str:
         f"{s['threads']} threads, batch 1, decode after a {s['decode_prompt_length']}-token prompt, "
         f"{s['new_tokens']} new tokens; eager baseline: transformers with {s['attention']} attention). "
         f"Ratios in brackets: timings × PyTorch eager (paired per round, lower is faster except tokens/s), "
-        f"memory and files × the weight bytes. Machine: {m['cpu']}, {m['cpu_count']} logical cores, "
+        f"memory and files × the weight bytes of each export (fp32 475 MiB; int8/int4 their own, smaller). "
+        f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, "
         f"{m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, Python {m['python']}; load average "
         f"{m['load_average']} before, {m.get('load_average_after')} after. Libraries: {libraries}."
     )
