@@ -85,7 +85,8 @@ def _megabytes(size: int) -> str:
 @click.option(
     "--optimize",
     is_flag=True,
-    help="Fuse for ONNX Runtime: SkipLayerNormalization, MultiHeadAttention (onnxscript's ort_fusions).",
+    help="Fuse for ONNX Runtime: SkipLayerNormalization, MultiHeadAttention (onnxscript's ort_fusions); "
+    "measured slower on the CPU provider (see benchmarks/), meant for CUDA.",
 )
 @click.option(
     "--precision",
