@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ __all__ = ["RawResults", "Task", "bench_tasks", "run_systems"]
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+# The worker's entry: this checkout's packages first on the path, whatever the environment says.
+_WORKER_MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from gpt2_onnx.bench.worker import main; main()"
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,13 @@ class _Worker:
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings, log_file: IO[str]) -> None:
         self.spec, self._log = spec, log_file
-        env = dict(os.environ)
         package_root = str(Path(gpt2_onnx.__file__).resolve().parent.parent)  # this checkout's packages
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "gpt2_onnx.bench.worker"],
+            [sys.executable, "-c", _WORKER_MAIN, package_root],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
-            env=env,
         )
         self.ready = self._exchange({"system": spec.to_json(), "settings": settings.to_json()})
 
