@@ -119,17 +119,13 @@ def cli(verbose: bool) -> None:
 
 
 def _register() -> None:
+    from gpt2_onnx.cli.bench_cmd import bench
     from gpt2_onnx.cli.export_cmd import export
     from gpt2_onnx.cli.run_cmd import run
     from gpt2_onnx.cli.verify_cmd import verify
 
-    for command in (export, run, verify):
+    for command in (export, run, verify, bench):
         cli.add_command(command)
-    try:  # the bench command lands separately (issue 5)
-        from gpt2_onnx.cli.bench_cmd import bench
-    except ModuleNotFoundError:
-        return
-    cli.add_command(bench)
 
 
 _register()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gpt2_onnx.cli.options import provider_option
 from gpt2_onnx.errors import InvalidInputError
 
 __all__ = ["bench"]
@@ -66,13 +67,7 @@ def _lengths(text: str) -> tuple[int, ...]:
 )
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids.")
-@click.option(
-    "--provider",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
-    show_default=True,
-    help="ONNX Runtime provider; torch runs on the matching device.",
-)
+@provider_option("ONNX Runtime provider; torch runs on the matching device.")
 @click.option(
     "--model",
     default=None,

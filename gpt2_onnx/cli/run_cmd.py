@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpt2_onnx.cli.options import provider_option
 from gpt2_onnx.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -94,14 +95,7 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     help="Prompts generated together (left-padded).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per prompt and line.")
-@click.option(
-    "--provider",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
-    show_default=True,
-    envvar="GPT2_ONNX_PROVIDER",
-    help="ONNX Runtime execution provider; never silently replaced by another.",
-)
+@provider_option("ONNX Runtime execution provider; never silently replaced by another.")
 @click.option(
     "--threads",
     type=click.IntRange(min=0),

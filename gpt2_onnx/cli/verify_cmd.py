@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gpt2_onnx.cli.options import provider_option
 from gpt2_onnx.errors import ParityError
 
 __all__ = ["verify"]
@@ -17,14 +18,7 @@ __all__ = ["verify"]
 @click.option(
     "-m", "--model", default=None, help="Source model (folder, hub id, random:NAME); default: the manifest's."
 )
-@click.option(
-    "--provider",
-    type=click.Choice(["cpu", "cuda"]),
-    default="cpu",
-    show_default=True,
-    envvar="GPT2_ONNX_PROVIDER",
-    help="ONNX Runtime execution provider for the export (the source model runs on the CPU).",
-)
+@provider_option("ONNX Runtime execution provider for the export (the source model runs on the CPU).")
 @click.option("--steps", type=click.IntRange(min=1), default=32, show_default=True, help="Decode steps compared.")
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Rows of the padded batch."
