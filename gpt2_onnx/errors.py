@@ -12,6 +12,7 @@ __all__ = [
     "ExportError",
     "Gpt2OnnxError",
     "HubUnreachableError",
+    "InferenceError",
     "InvalidInputError",
     "ManifestError",
     "ModelLoadError",
@@ -84,6 +85,10 @@ class RuntimeVersionError(Gpt2OnnxError):
     """The installed ONNX Runtime is older than the export needs."""
 
     exit_code = 3
+
+
+class InferenceError(Gpt2OnnxError):
+    """ONNX Runtime failed while running a graph (after loading it)."""
 
 
 class InvalidInputError(Gpt2OnnxError):

@@ -50,11 +50,11 @@ _MIN_ORT = {17: "1.15.0", 18: "1.15.0", 19: "1.16.0", 20: "1.17.0", 21: "1.18.0"
 # golden.json of a reduced precision holds the export's own outputs; its logits tolerance covers other CPUs' kernels
 # (fp16 also CUDA's, whose accumulation order differs most).
 _GOLDEN_ATOL = {"float16": 5e-2, "int8": 1e-3, "int4": 1e-3}
-# Oldest ONNX Runtime whose CPU provider loads and runs each variant (tiny exports, prefill + decode, on the cached
-# releases of scripts/ort-matrix.sh): fp16 runs on 1.15.0 (the oldest tried); int4 MatMulNBits needs 1.17 (1.16.3
-# refuses it); 8-bit MatMulNBits runs on 1.22.1 but not 1.20.1 (1.21 untried); --optimize's MultiHeadAttention
-# runs on 1.20.1 but fails at run time on 1.19.2.
-_MIN_ORT_VARIANT = {"optimize": "1.20.0", "float16": "1.15.0", "int8": "1.22.0", "int4": "1.17.0"}
+# Oldest ONNX Runtime whose CPU provider loads each variant and reproduces its golden vectors, measured by
+# scripts/ort_matrix.py --all (docs/compatibility.md): fp16 runs on 1.15.0 (the oldest tried); int4 MatMulNBits loads
+# from 1.17.0 but computes other logits on 1.17 and 1.18 (golden mismatch), so 1.19.0; 8-bit MatMulNBits runs from
+# 1.22.0 (1.21.1 fails); --optimize's MultiHeadAttention fails at run time before 1.20.0.
+_MIN_ORT_VARIANT = {"optimize": "1.20.0", "float16": "1.15.0", "int8": "1.22.0", "int4": "1.19.0"}
 
 
 def min_onnxruntime_for(opset: int, optimize: bool = False, precision: str = "float32") -> str:

@@ -23,6 +23,7 @@ from gpt2_onnx.names import (
     past_name,
     present_name,
 )
+from runtimes.session import onnxruntime_errors
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -84,7 +85,8 @@ class KvCacheRunner:
         binding.bind_output(LOGITS, "cpu")  # the one output the host needs
         for name in self._present_names:
             binding.bind_output(name, self._device, self._device_id)  # ONNX Runtime allocates on the device
-        session.run_with_iobinding(binding)
+        with onnxruntime_errors(self._loaded.manifest.graphs[kind].file):
+            session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
         self._past = list(outputs[1:])
         return outputs[0].numpy()

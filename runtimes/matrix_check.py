@@ -18,11 +18,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from gpt2_onnx.errors import Gpt2OnnxError, RuntimeVersionError
+from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
 
 __all__ = ["CellResult", "CellStatus", "check_cell", "main"]
 
-CellStatus = Literal["pass", "mismatch", "refused", "load-error"]
+CellStatus = Literal["pass", "mismatch", "refused", "load-error", "run-error"]
 FORBIDDEN_MODULES = ("torch", "transformers")  # the runtime side must run where these are not installed
 
 
@@ -32,7 +32,8 @@ class CellResult:
 
     onnxruntime: str
     numpy: str
-    # pass: golden tokens reproduced; refused: our own version check; load-error: ONNX Runtime failed to load
+    # pass: golden tokens reproduced; refused: our own version check; load-error: ONNX Runtime failed to load;
+    # run-error: it loaded the graphs but failed running them
     status: CellStatus
     detail: str  # the one-line reason, or the parity summary
 
@@ -63,7 +64,10 @@ def check_cell(folder: Path) -> CellResult:
         return result("refused", str(exc))
     except Gpt2OnnxError as exc:
         return result("load-error", str(exc))
-    report = check_golden(loaded)
+    try:
+        report = check_golden(loaded)
+    except InferenceError as exc:
+        return result("run-error", str(exc))
     return result("pass" if report.ok else "mismatch", report.summary())
 
 

@@ -7,8 +7,9 @@ manifest, or when the graphs come from different exports.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -16,7 +17,13 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import onnx
 
-from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
+from gpt2_onnx.errors import (
+    Gpt2OnnxError,
+    InferenceError,
+    InvalidInputError,
+    ManifestError,
+    RuntimeVersionError,
+)
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import GRAPHS, GraphKind
 from gpt2_onnx.versions import version_tuple
@@ -146,6 +153,16 @@ def _check_runtime_version(manifest: Manifest) -> None:
         )
 
 
+@contextlib.contextmanager
+def onnxruntime_errors(what: str) -> Iterator[None]:
+    """Turn an exception from an ONNX Runtime call into an :class:`InferenceError` naming ``what`` ran."""
+    try:
+        yield
+    except Exception as exc:  # onnxruntime's pybind errors share no importable base class
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InferenceError(f"ONNX Runtime failed running {what}: {first}") from exc
+
+
 class LoadedExport:
     """An export folder with one ONNX Runtime session per graph. Sessions allow concurrent ``run`` calls."""
 
@@ -218,5 +235,6 @@ class LoadedExport:
         """One plain run of a graph: numpy in, numpy out (by output name)."""
         session = self.sessions[kind]
         names = [out.name for out in session.get_outputs()]
-        values = session.run(names, dict(feeds))
+        with onnxruntime_errors(self.manifest.graphs[kind].file):
+            values = session.run(names, dict(feeds))
         return dict(zip(names, values, strict=True))

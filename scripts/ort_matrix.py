@@ -45,7 +45,7 @@ VENVS_ENV = "GPT2_ONNX_ORT_VENVS"  # where the venvs live when not in WORK: a fo
 EXPORT_MODEL = ("--model", "random:tiny", "--seed", "0")
 STAMP = "gpt2-onnx-requirements.txt"  # the pins a cached venv was built from; other pins rebuild it
 AS_EXPORTED, LIFTED = "as exported", "minimum lifted"
-FAILED = ("mismatch", "load-error")  # what "fails" accepts; "crash" (the check did not run) never counts
+FAILED = ("mismatch", "load-error", "run-error")  # what "fails" accepts; "crash" (no verdict) never counts
 
 # Harness pins. onnxruntime < 1.19 was built against numpy 1.x and does not import under numpy 2 (its wheels
 # do not say so); onnx 1.17 is the newest onnx that still takes numpy 1.x and protobuf 4.
@@ -76,8 +76,13 @@ RUNTIMES: tuple[RuntimeEnv, ...] = (
     RuntimeEnv("1.17.3", _NUMPY1),
     RuntimeEnv("1.18.0", _NUMPY1),
     RuntimeEnv("1.18.1", _NUMPY1),
+    RuntimeEnv("1.19.0", _NUMPY2),
     RuntimeEnv("1.19.2", _NUMPY2),
+    RuntimeEnv("1.20.0", _NUMPY2),
     RuntimeEnv("1.20.1", _NUMPY2),
+    RuntimeEnv("1.21.0", _NUMPY2),
+    RuntimeEnv("1.21.1", _NUMPY2),
+    RuntimeEnv("1.22.0", _NUMPY2),
     RuntimeEnv("1.22.1", _NUMPY2),
     RuntimeEnv("1.24.4", _NUMPY2),
     RuntimeEnv("1.26.0", _NUMPY2),
@@ -104,6 +109,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("fp32-opset21", ("--opset", "21")),
     Variant("fp32-opset17-simplify", ("--opset", "17", "--simplify")),  # onnxsim rewrites the graphs
     Variant("fp32-opset17-all-logits", ("--opset", "17", "--all-logits")),
+    Variant("fp32-opset17-optimize", ("--opset", "17", "--optimize")),  # com.microsoft fusions
+    Variant("fp16-opset17", ("--opset", "17", "--precision", "fp16")),
+    Variant("int8-opset17", ("--opset", "17", "--precision", "int8")),  # 8-bit MatMulNBits
+    Variant("int4-opset17", ("--opset", "17", "--precision", "int4")),  # 4-bit MatMulNBits
 )
 
 
@@ -114,8 +123,8 @@ class Cell:
     variant: str
     onnxruntime: str
     manifest: str  # AS_EXPORTED, or LIFTED: a copy whose manifest asks for no minimum
-    status: str  # pass, mismatch, refused, load-error (runtimes.matrix_check); crash: the check did not run
-    expected: str  # pass, refused, or fails (mismatch or load-error)
+    status: str  # pass, mismatch, refused, load-error, run-error (runtimes.matrix_check); crash: no verdict
+    expected: str  # pass, refused, or fails (mismatch, load-error or run-error)
     detail: str
     seconds: float
 

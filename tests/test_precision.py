@@ -129,7 +129,8 @@ def test_minimum_runtime_follows_the_variant() -> None:
 
     assert min_onnxruntime_for(17) == "1.15.0"
     assert min_onnxruntime_for(17, precision="float16") == "1.15.0"
-    assert min_onnxruntime_for(17, precision="int4") == "1.17.0"
+    assert min_onnxruntime_for(17, precision="int4") == "1.19.0"
     assert min_onnxruntime_for(17, precision="int8") == "1.22.0"
-    assert min_onnxruntime_for(21, precision="int4") == "1.18.0"  # the opset's own minimum is higher
+    assert min_onnxruntime_for(21, precision="float16") == "1.18.0"  # the opset's own minimum is higher
+    assert min_onnxruntime_for(21, precision="int4") == "1.19.0"
     assert min_onnxruntime_for(17, optimize=True, precision="int4") == "1.20.0"
