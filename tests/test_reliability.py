@@ -277,3 +277,13 @@ def test_library_code_reads_no_environment_variables() -> None:
         if "os.environ" in path.read_text() or "os.getenv" in path.read_text()
     ]
     assert found == ["gpt2_onnx/cli/__init__.py"]
+
+
+def test_onnxruntime_run_failures_are_typed(tiny_export: Path) -> None:
+    """Below the validated API, an ONNX Runtime failure is still one typed error naming the graph."""
+    from gpt2_onnx.errors import InferenceError
+
+    loaded = LoadedExport.load(tiny_export)
+    ids32 = np.array([[1, 2]], dtype=np.int32)  # the graph takes int64
+    with pytest.raises(InferenceError, match=r"ONNX Runtime failed running prefill\.onnx: "):
+        loaded.run("prefill", {"input_ids": ids32, "attention_mask": ids32, "position_ids": ids32})
