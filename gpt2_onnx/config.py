@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpt2_onnx.errors import InvalidInputError, UnsupportedOpsetError
@@ -66,7 +66,6 @@ class ExportOptions:
     optimize: bool = False  # ONNX Runtime contrib-op fusions (onnxscript's ort_fusions)
     precision: str = "fp32"  # a key of PRECISIONS: fp16 for CUDA, int8/int4 weight-only for the CPU
     block_size: int | None = None  # int8/int4: weights per quantization scale (None: the precision's default)
-    extra: dict[str, str] = field(default_factory=dict)  # free-form notes recorded in the manifest
 
     def __post_init__(self) -> None:
         check_opset(self.opset)
