@@ -93,3 +93,10 @@ def test_run_bad_input(tiny_export: Path, tmp_path: Path) -> None:
     assert_error(invoke("run", str(tiny_export), "-p", "x", "-n", "500"), 2, "exceeds the model's 128 positions")
     result = invoke("run", str(tiny_export), "-p", "x", "--provider", "tpu")
     assert result.exit_code == 2 and "tpu" in result.output
+
+
+def test_prepacked_weights_give_the_same_tokens(tiny_export: Path) -> None:
+    args = ["run", str(tiny_export), "-p", "The quick brown fox", "--json", "-n", "8", "--ignore-eos"]
+    shared, prepacked = invoke(*args), invoke(*args, "--prepack-weights")
+    assert shared.exit_code == 0 and prepacked.exit_code == 0, prepacked.output
+    assert json.loads(shared.stdout)["token_ids"] == json.loads(prepacked.stdout)["token_ids"]

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -16,6 +16,7 @@ from gpt2_onnx.errors import InvalidInputError
 if TYPE_CHECKING:
     from runtimes.api import Gpt2Onnx
     from runtimes.generation import GenerationOptions, GenerationResult
+    from runtimes.providers import ProviderName
 
 __all__ = ["run"]
 
@@ -103,6 +104,12 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     help="Intra-op threads (0 or unset: ONNX Runtime's default).",
 )
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
+@click.option(
+    "--prepack-weights",
+    is_flag=True,
+    help="fp32 on the CPU: let ONNX Runtime prepack each session's weights instead of sharing one map of the file "
+    "(faster, batched runs most; about 2.8× the weights in memory instead of 1.2×).",
+)
 def run(
     folder: Path,
     prompt: tuple[str, ...],
@@ -121,6 +128,7 @@ def run(
     provider: str,
     threads: int | None,
     no_stream: bool,
+    prepack_weights: bool,
 ) -> None:
     """Generate text from an export FOLDER with ONNX Runtime.
 
@@ -150,7 +158,9 @@ def run(
     for index, text in enumerate(prompts):
         if not text.strip():
             raise InvalidInputError(f"prompt {index} is empty")
-    model = Gpt2Onnx.load(folder, provider, RuntimeOptions(provider=provider, intra_op_threads=threads))  # type: ignore[arg-type]
+    chosen = cast("ProviderName", provider)  # click.Choice admits only these names
+    runtime = RuntimeOptions(provider=chosen, intra_op_threads=threads, share_weights=not prepack_weights)
+    model = Gpt2Onnx.load(folder, chosen, runtime)
     stream = not (as_json or no_stream or batch_size > 1)
     for batch in _batches(prompts, batch_size):
         if stream:
