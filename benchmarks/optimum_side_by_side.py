@@ -22,6 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -109,7 +111,11 @@ def paired(raws: list[RawResults], label: str, base_label: str, settings: BenchS
     as_baseline = replace(base, spec=replace(base.spec, kind="eager"))  # summarize pairs against kind "eager"
     report = summarize([as_baseline, by_label[label]], settings, {}, parameter_bytes=1)
     ratios = {k: v for k, v in report.ratios[label].items() if "per_weight_byte" not in k}
-    return {"system": label, "baseline": base_label, "ratios": ratios}
+    per_round = [  # each round's decode median step ÷ the baseline's of the same round: the pairing's spread
+        float(np.median(ours["step_s"]) / np.median(theirs["step_s"]))
+        for ours, theirs in zip(by_label[label].tasks["decode"], base.tasks["decode"], strict=True)
+    ]
+    return {"system": label, "baseline": base_label, "ratios": ratios, "decode_ratio_per_round": per_round}
 
 
 def plan(args: argparse.Namespace) -> tuple[list[SystemSpec], Systems]:

@@ -88,6 +88,12 @@ def context(report: dict[str, Any]) -> str:
     m, s, greedy = report["machine"], report["settings"], report["greedy"]
     ours = ", ".join(f"{n} {v}" for n, v in sorted(m["libraries"].items()))
     theirs = ", ".join(f"{n} {v}" for n, v in report["optimum_env"].items() if v)
+    spread = "; ".join(
+        f"{pair['system']} ÷ {pair['baseline']} {min(pair['decode_ratio_per_round']):.2f}–"
+        f"{max(pair['decode_ratio_per_round']):.2f}"
+        for pair in report["vs_optimum"]
+        if pair.get("decode_ratio_per_round")  # recorded since the second run
+    )
     agree = (
         f"all {len(greedy['tokens'])} systems chose the same {s['new_tokens']} greedy tokens"
         if greedy["agree"]
@@ -99,8 +105,10 @@ def context(report: dict[str, Any]) -> str:
         f"torch), batch 1, decode after a {s['decode_prompt_length']}-token prompt, {s['new_tokens']} new tokens, "
         f"greedy. Same weights everywhere: `random:gpt2` seed 0 saved as a safetensors checkpoint, exported by "
         f"`gpt2-onnx export` and by Optimum's `main_export` (text-generation-with-past); {agree}. "
-        f"Ratios in brackets: timings × PyTorch eager, paired per round (lower is faster except tokens/s). "
-        f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, "
+        f"Ratios in brackets: timings × PyTorch eager, paired per round (lower is faster except tokens/s); the "
+        f"÷ columns: timings paired per round, memory and files plain quotients. "
+        + (f"Decode ratio per round, lowest–highest: {spread}. " if spread else "")
+        + f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, "
         f"Python {m['python']}; load average {m['load_average']} before, {m.get('load_average_after')} after. "
         f"Main venv (eager, gpt2-onnx): {ours}. Optimum venv: {theirs}."
     )
