@@ -120,3 +120,44 @@ def test_paired_ratios() -> None:
     eager = report.systems["eager"]["figures"]
     assert eager["decode_ms_per_token"] == pytest.approx(30.0)  # median of the rounds' step medians (20, 40)
     assert "ours ratio" in report.table()
+
+
+_FAKE_SYSTEM = '''
+import numpy as np
+from gpt2_onnx.bench.protocol import GenerationTiming
+
+
+class FakeSystem:
+    """A system from outside the package: fixed timings, no model."""
+
+    def __init__(self, spec, settings):
+        self.label = spec.label
+
+    def load(self):
+        pass
+
+    def prefill(self, input_ids):
+        return 0.001
+
+    def generate(self, input_ids, new_tokens):
+        return GenerationTiming(0.002, [0.003] * (new_tokens - 1), 0.002 + 0.003 * (new_tokens - 1))
+'''
+
+
+def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``factory`` and ``python``: a peer runtime in its own virtual environment speaks the same protocol."""
+    from gpt2_onnx.bench.runner import run_systems
+
+    (tmp_path / "fake_bench_system.py").write_text(_FAKE_SYSTEM, encoding="utf-8")
+    marker = tmp_path / "interpreter-used"
+    interpreter = tmp_path / "python"
+    interpreter.write_text(f'#!/bin/sh\ntouch "{marker}"\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+    interpreter.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    settings = BenchSettings(prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2)
+    spec = SystemSpec("onnx", "peer", factory="fake_bench_system:FakeSystem", python=str(interpreter))
+    (raw,) = run_systems([spec], settings, vocab_size=50)
+    assert marker.exists()
+    assert [answer["s"] for answer in raw.tasks["prefill/3"]] == [0.001, 0.001]
+    assert raw.tasks["decode"][0]["step_s"] == [0.003, 0.003]
+    assert raw.end_memory["rss"] > 0

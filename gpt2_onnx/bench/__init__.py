@@ -5,6 +5,8 @@ interleaves their measurements, task by task, so that both see the same machine 
 
     parent (runner.py) ──JSON lines──► worker "onnx"  (runtimes.bench_system, no torch)
                        ──JSON lines──► worker "eager" (exporters.eager_system, torch)
+                       ──JSON lines──► worker of SystemSpec.factory, in SystemSpec.python's environment
+                                       (a peer runtime, e.g. benchmarks/optimum_system.py)
 
 ``settings`` holds what to measure, ``protocol`` what a system offers, ``report`` the statistics and table.
 """

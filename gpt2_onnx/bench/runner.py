@@ -72,7 +72,7 @@ class _Worker:
         self.spec, self._log = spec, log_file
         package_root = str(Path(gpt2_onnx.__file__).resolve().parent.parent)  # this checkout's packages
         self._process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_MAIN, package_root],
+            [spec.python or sys.executable, "-c", _WORKER_MAIN, package_root],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,

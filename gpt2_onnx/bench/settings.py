@@ -65,7 +65,8 @@ class BenchSettings:
 
 @dataclass(frozen=True)
 class SystemSpec:
-    """One system to measure: an export folder on ONNX Runtime, or the source checkpoint on PyTorch eager."""
+    """One system to measure: an export folder on ONNX Runtime, or the source checkpoint on PyTorch eager (or,
+    with ``factory``, any other system that speaks the worker protocol)."""
 
     kind: SystemKind
     label: str  # column heading
@@ -73,6 +74,10 @@ class SystemSpec:
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
     share_weights: bool = True  # onnx: one map of the weights for both sessions (False: ONNX Runtime's loading)
+    # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
+    # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
+    factory: str | None = None
+    python: str | None = None  # the worker's interpreter (another virtual environment); None: this one
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,6 +7,7 @@ stdout carries the protocol only.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -25,6 +26,10 @@ __all__ = ["main"]
 
 
 def _build(spec: SystemSpec, settings: BenchSettings) -> BenchSystem:
+    if spec.factory is not None:
+        module, _, name = spec.factory.partition(":")
+        built: BenchSystem = getattr(importlib.import_module(module), name)(spec, settings)
+        return built
     if spec.kind == "onnx":
         from runtimes.bench_system import OnnxSystem
 

@@ -1,0 +1,83 @@
+"""Greedy tokens of one system on the bench's decode prompt, as one JSON line: the side-by-side's sanity check that
+every system computes the same model (same weights, same greedy choices), each in its own process and venv.
+
+    python benchmarks/greedy_tokens.py ours    EXPORT_FOLDER      # gpt2-onnx's runtime (main venv)
+    python benchmarks/greedy_tokens.py eager   CHECKPOINT_FOLDER  # transformers on torch (main venv)
+    python benchmarks/greedy_tokens.py optimum OPTIMUM_FOLDER     # ORTModelForCausalLM (Optimum's venv)
+
+The prompt is ``gpt2_onnx.bench.protocol.prompt_ids`` (seeded), end-of-text is ignored, so every system
+generates exactly ``--new-tokens`` tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
+    from runtimes.generation import Generation, GenerationOptions
+    from runtimes.session import LoadedExport, RuntimeOptions
+
+    loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu", intra_op_threads=threads, inter_op_threads=1))
+    options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)
+    return Generation(loaded, ids, options).run()[0].token_ids
+
+
+def _eager(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
+    import torch
+
+    from exporters.source import load_source
+
+    torch.set_num_threads(threads)
+    model = load_source(str(folder)).model
+    chosen: list[int] = []
+    with torch.inference_mode():
+        prompt = torch.tensor(ids)  # (1, T)
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+        for _ in range(new_tokens):
+            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
+            chosen.append(int(token))
+            out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+    return chosen
+
+
+def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
+    import numpy as np
+
+    from benchmarks.optimum_system import OptimumSystem
+    from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+
+    system = OptimumSystem(SystemSpec("onnx", "optimum", folder=str(folder)), BenchSettings(threads=threads))
+    system.load()
+    rows, _, _ = system.greedy(np.asarray(ids, dtype=np.int64), new_tokens)
+    return rows[0]
+
+
+_SYSTEMS = {"ours": _ours, "eager": _eager, "optimum": _optimum}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("system", choices=sorted(_SYSTEMS))
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--prompt-length", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt's token ids (bench's --seed)")
+    parser.add_argument("--vocab-size", type=int, default=50257)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))  # this checkout's packages, in whichever venv runs the script
+    from gpt2_onnx.bench.protocol import prompt_ids
+
+    ids = prompt_ids(args.seed, 1, args.prompt_length, args.vocab_size).tolist()
+    tokens = _SYSTEMS[args.system](args.folder, ids, args.new_tokens, args.threads)
+    print(json.dumps({"system": args.system, "tokens": tokens}))
+
+
+if __name__ == "__main__":
+    main()

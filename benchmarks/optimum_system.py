@@ -1,0 +1,106 @@
+"""Optimum-ONNX as a ``bench`` system: an ``optimum-cli export onnx --task text-generation-with-past`` folder run by
+``optimum.onnxruntime.ORTModelForCausalLM`` on ONNX Runtime's CPU provider.
+
+Runs in Optimum's own virtual environment (it pins transformers < 4.58, we need 5.x), started by the bench runner
+through ``SystemSpec(factory="benchmarks.optimum_system:OptimumSystem", python=<that venv's python>)``; only
+``gpt2_onnx``'s torch-free core is imported from this checkout.
+
+The loop is the eager baseline's (exporters/eager_system.py): one forward over the prompt, then one forward per
+token with the ``past_key_values`` the previous one returned, greedy on the last position. That is Optimum's
+model-level API without ``generate()``'s per-step processors, so Optimum is measured at its fastest too. Its
+single graph has no ``logits_to_keep``: the prompt's forward computes logits at every position.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from optimum.onnxruntime import ORTModelForCausalLM
+
+from gpt2_onnx.bench.protocol import GenerationTiming
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+
+__all__ = ["OptimumSystem"]
+
+_GRAPH_SUFFIXES = (".onnx", ".onnx_data", ".onnx.data")  # the graph and, above 2 GiB, its external weights
+
+
+class OptimumSystem:
+    """An Optimum export folder on ONNX Runtime with ``settings.threads`` intra-op threads (and torch's)."""
+
+    def __init__(self, spec: SystemSpec, settings: BenchSettings) -> None:
+        if spec.folder is None:
+            raise ValueError("the Optimum system needs the export folder (SystemSpec.folder)")
+        if settings.provider != "cpu":
+            raise ValueError("the Optimum venv holds the CPU build of onnxruntime only")
+        self.folder, self.threads = Path(spec.folder), settings.threads
+        self._model: ORTModelForCausalLM | None = None
+
+    @property
+    def model(self) -> ORTModelForCausalLM:
+        if self._model is None:
+            raise RuntimeError("OptimumSystem used before load()")
+        return self._model
+
+    def load(self) -> None:
+        torch.set_num_threads(self.threads)  # Optimum builds position ids and masks with torch
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1  # as ours (runtimes.bench_system); sequential execution uses none
+        self._model = ORTModelForCausalLM.from_pretrained(
+            self.folder,
+            provider="CPUExecutionProvider",
+            session_options=options,
+            use_cache=True,
+            use_io_binding=False,  # Optimum's default on the CPU
+        )
+
+    @torch.inference_mode()
+    def prefill(self, input_ids: np.ndarray) -> float:
+        ids = torch.from_numpy(input_ids)  # (B, T)
+        mask = torch.ones_like(ids)
+        start = time.perf_counter()
+        self.model(input_ids=ids, attention_mask=mask, use_cache=True)
+        return time.perf_counter() - start
+
+    @torch.inference_mode()
+    def greedy(self, input_ids: np.ndarray, new_tokens: int) -> tuple[list[list[int]], list[float], float]:
+        """The chosen tokens (B, new_tokens), the moment each was on the host, and the start."""
+        ids = torch.from_numpy(input_ids)  # (B, T)
+        mask = torch.ones_like(ids)
+        ones = torch.ones((ids.shape[0], 1), dtype=mask.dtype)
+        chosen: list[list[int]] = []
+        marks: list[float] = []
+        start = time.perf_counter()
+        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True)
+        token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        chosen.append(token[:, 0].tolist())  # on the host, as ONNX Runtime's loop chooses there
+        marks.append(time.perf_counter())
+        for _ in range(new_tokens - 1):
+            mask = torch.cat([mask, ones], dim=1)  # (B, P + 1)
+            out = self.model(input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True)
+            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
+            chosen.append(token[:, 0].tolist())
+            marks.append(time.perf_counter())
+        rows = [list(row) for row in zip(*chosen, strict=True)]  # (B, new_tokens)
+        return rows, marks, start
+
+    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
+        _, marks, start = self.greedy(input_ids, new_tokens)
+        steps = [b - a for a, b in itertools.pairwise(marks)]
+        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)
+
+    def graph_files(self) -> dict[str, Any]:
+        """Bytes: the graph with any external weights, and the whole folder (tokenizer and configs too). The weight
+        bytes are left to the caller (the same checkpoint as ours)."""
+        files = [p for p in self.folder.iterdir() if p.is_file()]
+        return {
+            "model_files": sum(p.stat().st_size for p in files if p.name.endswith(_GRAPH_SUFFIXES)),
+            "folder": sum(p.stat().st_size for p in files),
+        }
