@@ -161,3 +161,41 @@ def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, m
     assert [answer["s"] for answer in raw.tasks["prefill/3"]] == [0.001, 0.001]
     assert raw.tasks["decode"][0]["step_s"] == [0.003, 0.003]
     assert raw.end_memory["rss"] > 0
+
+
+def test_weight_pass_floor_computes_every_product(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/weight_pass_floor.py's passes: the ONNX graph holds every block matrix and the tied head and
+    computes their products; both systems time prefill and decode passes."""
+    import numpy as np
+    import onnxruntime as ort
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent))
+    from benchmarks.weight_pass_system import OrtWeightPass, TorchWeightPass, block_matrices, weight_pass_graph
+
+    spec = SystemSpec("onnx", "pass", model=str(tiny_checkpoint), seed=0)
+    matrices, embedding = block_matrices(spec)
+    model = weight_pass_graph(matrices, embedding)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    d = embedding.shape[1]
+    feeds = {f"x_{w}": rng.standard_normal((3, w), dtype=np.float32) for w in sorted({m.shape[0] for m in matrices})}
+    feeds["x_head"] = rng.standard_normal((2, d), dtype=np.float32)
+    *products, logits = session.run(None, feeds)
+    n_layer = json.loads((tiny_checkpoint / "config.json").read_text())["n_layer"]
+    assert len(products) == len(matrices) == 4 * n_layer  # c_attn, attn.c_proj, c_fc, mlp.c_proj per block
+    for matrix, product in zip(matrices, products, strict=True):
+        np.testing.assert_allclose(product, feeds[f"x_{matrix.shape[0]}"] @ matrix, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(logits, feeds["x_head"] @ embedding.T, rtol=1e-4, atol=1e-4)
+
+    settings = BenchSettings(threads=1)
+    ids = np.zeros((2, 5), dtype=np.int64)  # (B, T)
+    for system in (
+        TorchWeightPass(spec, settings),
+        OrtWeightPass(spec, settings),
+        OrtWeightPass(SystemSpec("onnx", "pass", model=str(tiny_checkpoint), share_weights=False), settings),
+    ):
+        system.load()
+        assert system.prefill(ids) > 0
+        timing = system.generate(ids, 4)
+        assert len(timing.step_s) == 3 and min(timing.step_s) > 0
+        assert timing.total_s >= timing.first_token_s + sum(timing.step_s) * 0.99

@@ -1,0 +1,127 @@
+"""How close fp32 gets to what this machine allows: gpt2-onnx and PyTorch eager beside the bare weight pass, in one
+interleaved ``bench`` run.
+
+A decode step streams every weight once (benchmarks/weight_pass_system.py), so its time over eager's step bounds
+every fp32 decode ratio from below, on this machine, whatever the runtime fuses. Systems, each in its own worker:
+
+- ``pytorch-eager``: the baseline (transformers, sdpa, its own KV-cache loop);
+- ``gpt2-onnx`` and ``gpt2-onnx+prepack``: the fp32 export, weights shared (the default) or prepacked per session;
+- ``pass-torch``: the products alone with torch;
+- ``pass-ort`` and ``pass-ort+prepack``: the products alone with ONNX Runtime, unpacked or prepacked.
+
+    python benchmarks/weight_pass_floor.py --export benchmarks/out/fp32 --out benchmarks/results/STAMP-floor.json
+
+``--export`` must be a gpt2-onnx export of ``--model`` (default random:gpt2, seed 0); it is made when missing.
+The JSON is ``gpt2-onnx bench``'s report (ratios × eager) plus ``floor``: each system's decode step over each
+pass's, paired per round. ``benchmarks/markdown_table.py`` renders the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gpt2_onnx.bench.environment import load_average, machine_info  # noqa: E402  # after the path
+from gpt2_onnx.bench.report import summarize  # noqa: E402
+from gpt2_onnx.bench.runner import RawResults, run_systems  # noqa: E402
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx.manifest import read_manifest  # noqa: E402
+
+FACTORY = "benchmarks.weight_pass_system:"
+PASSES = ("pass-torch", "pass-ort", "pass-ort+prepack")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def plan(model: str, seed: int, export: Path) -> list[SystemSpec]:
+    """Eager first (the baseline), then ours, then the passes."""
+    return [
+        SystemSpec("eager", "pytorch-eager", model=model, seed=seed),
+        SystemSpec("onnx", "gpt2-onnx", folder=str(export)),
+        SystemSpec("onnx", "gpt2-onnx+prepack", folder=str(export), share_weights=False),
+        SystemSpec("onnx", "pass-torch", model=model, seed=seed, factory=FACTORY + "TorchWeightPass"),
+        SystemSpec("onnx", "pass-ort", model=model, seed=seed, factory=FACTORY + "OrtWeightPass"),
+        SystemSpec(
+            "onnx", "pass-ort+prepack", model=model, seed=seed, share_weights=False, factory=FACTORY + "OrtWeightPass"
+        ),
+    ]
+
+
+def _median_step(raw: RawResults, round_index: int) -> float:
+    return float(np.median(raw.tasks["decode"][round_index]["step_s"]))
+
+
+def floor_ratios(raws: list[RawResults]) -> dict[str, dict[str, Any]]:
+    """Each system's decode step ÷ each pass's, paired per round: median over rounds, and the rounds' spread."""
+    by_label = {raw.spec.label: raw for raw in raws}
+    result: dict[str, dict[str, Any]] = {}
+    for label, raw in by_label.items():
+        result[label] = {}
+        for floor in PASSES:
+            rounds = len(raw.tasks["decode"])
+            per_round = sorted(_median_step(raw, i) / _median_step(by_label[floor], i) for i in range(rounds))
+            result[label][floor] = {
+                "median": float(np.median(per_round)),
+                "min": per_round[0],
+                "max": per_round[-1],
+            }
+    return result
+
+
+def ensure_export(model: str, seed: int, export: Path) -> None:
+    if (export / "manifest.json").is_file():
+        return
+    command = [sys.executable, "-m", "gpt2_onnx", "export", "--model", model, "--seed", str(seed), "-o", str(export)]
+    _log(" ".join(command))
+    export.parent.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(command, check=False).returncode != 0:
+        raise SystemExit(f"exporting {model} to {export} failed")
+
+
+def floor_table(floors: dict[str, dict[str, Any]]) -> str:
+    lines = ["| decode step ÷ pass (paired per round) | " + " | ".join(PASSES) + " |", "|---" * (len(PASSES) + 1) + "|"]
+    for label, row in floors.items():
+        cells = [f"{row[p]['median']:.2f}× ({row[p]['min']:.2f}–{row[p]['max']:.2f})" for p in PASSES]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="random:gpt2", help="checkpoint: folder, hub id or random:NAME")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random:NAME weights")
+    parser.add_argument("--export", type=Path, required=True, help="gpt2-onnx fp32 export of --model (made if absent)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    args = parser.parse_args()
+
+    ensure_export(args.model, args.seed, args.export)
+    manifest = read_manifest(args.export)
+    settings = BenchSettings(threads=args.threads, prompt_lengths=(128,), repeats=args.repeats)
+    machine = machine_info(settings.provider)
+    raws = run_systems(plan(args.model, args.seed, args.export), settings, manifest.dims.vocab_size, _log)
+    machine["load_average_after"] = load_average()
+    parameter_bytes = int(manifest.model.get("parameter_bytes") or manifest.files[manifest.weights_file].size)
+    report = summarize(raws, settings, machine, parameter_bytes)
+    floors = floor_ratios(raws)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**report.to_json(), "floor": floors}, indent=1) + "\n", encoding="utf-8")
+    print(report.table())
+    print()
+    print(floor_table(floors))
+
+
+if __name__ == "__main__":
+    main()
