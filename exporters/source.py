@@ -168,11 +168,25 @@ def _hub_reachable(timeout_s: float = 5.0) -> bool:
         return False
 
 
+def _cached_config(hub_id: str, revision: str | None) -> dict[str, Any] | None:
+    """The hub id's config from the local cache, or None where it is not cached."""
+    from transformers import AutoConfig
+
+    try:
+        config: dict[str, Any] = AutoConfig.from_pretrained(hub_id, revision=revision, local_files_only=True).to_dict()
+    except _READ_ERRORS:
+        return None
+    return config
+
+
 def _load_from_hub(hub_id: str, revision: str | None) -> GPT2LMHeadModel:
-    try:  # the local cache first: works offline once downloaded
-        return _from_pretrained(hub_id, None, revision, local_files_only=True)
-    except ModelLoadError:
-        pass
+    cached = _cached_config(hub_id, revision)
+    if cached is not None:  # the local cache first: works offline once downloaded, checked as a folder is
+        _check_architecture(cached, hub_id)
+        try:
+            return _from_pretrained(hub_id, None, revision, local_files_only=True)
+        except ModelLoadError:
+            pass  # the config is cached, the weights are not (yet)
     if not _hub_reachable():
         raise HubUnreachableError(
             f"'{hub_id}' is not a local folder and the Hugging Face Hub cannot be reached (nor is it cached); "

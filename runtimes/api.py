@@ -38,10 +38,18 @@ class Gpt2Onnx:
 
     @classmethod
     def load(
-        cls, folder: str | Path, provider: ProviderName = "cpu", options: RuntimeOptions | None = None
+        cls, folder: str | Path, provider: ProviderName | None = None, options: RuntimeOptions | None = None
     ) -> Gpt2Onnx:
-        """Load ``folder`` through its manifest on ``provider`` ("cpu" or "cuda"); never falls back to another."""
-        options = replace(options, provider=provider) if options else RuntimeOptions(provider=provider)
+        """Load ``folder`` through its manifest on ``provider`` ("cpu" or "cuda"); never falls back to another.
+
+        The provider is ``provider`` if given, else ``options.provider``, else the CPU; giving both, different,
+        is an :class:`InvalidInputError` (neither silently wins)."""
+        if options is None:
+            options = RuntimeOptions(provider=provider or "cpu")
+        elif provider is not None and provider != options.provider:
+            raise InvalidInputError(
+                f"provider '{provider}' contradicts options.provider '{options.provider}'; give one of them"
+            )
         loaded = LoadedExport.load(Path(folder), options)
         return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE))
 

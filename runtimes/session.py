@@ -99,10 +99,13 @@ def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
 
 
 def _check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
+    inside = folder.resolve()
     for name, record in manifest.files.items():
         path = folder / name
         if not path.is_file():
             raise ManifestError(f"'{folder}' lacks {name}, which its manifest lists")
+        if path.resolve().parent != inside:
+            raise ManifestError(f"{path} is a link to '{path.resolve()}', outside the export folder")
         if not check_sizes:
             continue
         size = path.stat().st_size
@@ -110,9 +113,34 @@ def _check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
             raise ManifestError(f"{path} has {size} bytes but the manifest says {record.size} (changed or truncated)")
 
 
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor a graph holds: initializers, sparse initializers' parts, and tensors in node attributes
+    (``Constant`` values, subgraphs of ``If``/``Loop``/``Scan``), recursively."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor.values
+                yield attribute.sparse_tensor.indices
+            for sparse in attribute.sparse_tensors:
+                yield sparse.values
+                yield sparse.indices
+            if attribute.HasField("g"):
+                yield from _graph_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graph_tensors(subgraph)
+
+
 def _check_external_data(graph: onnx.ModelProto, manifest: Manifest, path: Path) -> None:
-    """Every external tensor must live in the manifest's weights file: no paths out of the folder."""
-    for tensor in graph.graph.initializer:
+    """Every external tensor, wherever the graph holds it, must live in the manifest's weights file: no paths out
+    of the folder reach ONNX Runtime."""
+    for tensor in _graph_tensors(graph.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
@@ -151,6 +179,23 @@ def _check_runtime_version(manifest: Manifest) -> None:
             f"this export needs onnxruntime >= {manifest.min_onnxruntime}, but {ort.__version__} is installed; "
             "upgrade onnxruntime"
         )
+
+
+@contextlib.contextmanager
+def _provider_failures_quiet(provider: ProviderName) -> Iterator[None]:
+    """Keep ONNX Runtime's own multi-line log of a provider that fails to load off stderr while a session is
+    created: :func:`check_session_provider` reports that failure as one typed error. ONNX Runtime's default
+    logger is process-wide; it goes back to ONNX Runtime's default (warnings) afterwards."""
+    if provider == "cpu":
+        yield
+        return
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)  # fatal only
+    try:
+        yield
+    finally:
+        ort.set_default_logger_severity(2)
 
 
 @contextlib.contextmanager
@@ -216,12 +261,13 @@ class LoadedExport:
             del graph
             provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
             try:
-                session = ort.InferenceSession(
-                    str(path),
-                    session_options,
-                    providers=providers,
-                    provider_options=provider_options,
-                )
+                with _provider_failures_quiet(options.provider):
+                    session = ort.InferenceSession(
+                        str(path),
+                        session_options,
+                        providers=providers,
+                        provider_options=provider_options,
+                    )
             except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
                 raise Gpt2OnnxError(
                     f"ONNX Runtime cannot load {path.name}: {str(exc).strip().splitlines()[0]}"

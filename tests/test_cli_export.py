@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +177,44 @@ def test_unreachable_hub_names_the_offline_choices(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = invoke("export", "--model", "some-org/some-gpt2", "-o", str(tmp_path / "out"))
     assert_one_line_error(result, 2, "cannot be reached", "random:gpt2")
+
+
+def fake_hub_cache(cache: Path, hub_id: str, checkpoint: Path) -> None:
+    """``checkpoint``'s files laid out as huggingface_hub caches a download of ``hub_id`` (revision main)."""
+    repo = cache / ("models--" + hub_id.replace("/", "--"))
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(checkpoint, repo / "snapshots" / commit)
+
+
+def offline_export(cache: Path, hub_id: str, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "gpt2_onnx", "export", "--model", hub_id, "-o", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+
+
+def test_cached_hub_id_exports_offline(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    fake_hub_cache(tmp_path / "hub", "some-org/tiny-gpt2", tiny_checkpoint)
+    done = offline_export(tmp_path / "hub", "some-org/tiny-gpt2", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["model"]["source"] == "some-org/tiny-gpt2"
+
+
+def test_cached_hub_id_of_another_architecture_is_refused(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """A cached checkpoint is checked as a folder is: a GPT-2 classifier is not exported as a language model."""
+    checkpoint = tmp_path / "cls"
+    shutil.copytree(tiny_checkpoint, checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    config["architectures"] = ["GPT2ForSequenceClassification"]
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    fake_hub_cache(tmp_path / "hub", "some-org/gpt2-classifier", checkpoint)
+    done = offline_export(tmp_path / "hub", "some-org/gpt2-classifier", tmp_path / "out")
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "GPT2ForSequenceClassification" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
 def test_module_entry_point_and_version() -> None:

@@ -287,3 +287,97 @@ def test_onnxruntime_run_failures_are_typed(tiny_export: Path) -> None:
     ids32 = np.array([[1, 2]], dtype=np.int32)  # the graph takes int64
     with pytest.raises(InferenceError, match=r"ONNX Runtime failed running prefill\.onnx: "):
         loaded.run("prefill", {"input_ids": ids32, "attention_mask": ids32, "position_ids": ids32})
+
+
+def test_output_folder_without_write_permission(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The permission check itself (as root, ``os.access`` always says yes, so it is made to say no here)."""
+    from gpt2_onnx import output_folder
+
+    monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
+    result = CliRunner().invoke(cli, ["export", "--model", "random:tiny", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: cannot write into '{tmp_path}' (permission denied)"]
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def _old_export(target: Path) -> None:
+    target.mkdir()
+    (target / "manifest.json").write_text("old")
+
+
+def test_interrupt_during_a_forced_commit_keeps_a_whole_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT between the two renames that swap exports is held back until the new export is in place."""
+    from gpt2_onnx import output_folder
+
+    target = tmp_path / "out"
+    _old_export(target)
+    real_replace = output_folder.os.replace
+    calls: list[str] = []
+
+    def replace_then_interrupt(src: Path, dst: Path) -> None:
+        real_replace(src, dst)
+        calls.append(str(dst))
+        if len(calls) == 1:  # the old export is moved aside, the new one not yet in place
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(output_folder.os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), output_folder.StagedFolder(target, force=True) as staged:
+        (staged.path / "manifest.json").write_text("new")
+        staged.commit()
+    assert len(calls) == 2  # the swap finished before the interrupt was delivered
+    assert (target / "manifest.json").read_text() == "new"
+    assert leftovers(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler in force is back
+
+
+def test_failed_swap_puts_the_earlier_export_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx import output_folder
+    from gpt2_onnx.errors import OutputPathError
+
+    target = tmp_path / "out"
+    _old_export(target)
+    real_replace = output_folder.os.replace
+    calls: list[str] = []
+
+    def second_fails(src: Path, dst: Path) -> None:
+        calls.append(str(dst))
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(output_folder.os, "replace", second_fails)
+    no_space = pytest.raises(OutputPathError, match="No space left on device")
+    with no_space, output_folder.StagedFolder(target, force=True) as staged:
+        (staged.path / "manifest.json").write_text("new")
+        staged.commit()
+    assert (target / "manifest.json").read_text() == "old"
+    assert leftovers(tmp_path) == []
+
+
+def test_external_data_in_a_constant_node_is_refused(copy_export: Callable[[], Path]) -> None:
+    """Not only initializers: a tensor in a node attribute pointing outside the folder never reaches ONNX Runtime."""
+    folder = copy_export()
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    value = onnx.TensorProto(name="escape", data_type=onnx.TensorProto.FLOAT, dims=[1])
+    value.data_location = onnx.TensorProto.EXTERNAL
+    for key, text in (("location", "/etc/passwd"), ("offset", "0"), ("length", "4")):
+        value.external_data.add(key=key, value=text)
+    constant = onnx.helper.make_node("Constant", [], ["escape_out"], value=value)
+    graph.graph.node.insert(0, constant)
+    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
+    edit_manifest(
+        folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", (folder / "decode.onnx").stat().st_size)
+    )  # type: ignore[index]
+    with pytest.raises(ManifestError, match=r"tensor 'escape' points at external data '/etc/passwd'"):
+        LoadedExport.load(folder)
+
+
+def test_weights_file_linked_from_outside_is_refused(copy_export: Callable[[], Path], tmp_path: Path) -> None:
+    folder = copy_export()
+    elsewhere = tmp_path / "elsewhere.data"
+    (folder / "model.onnx.data").rename(elsewhere)
+    (folder / "model.onnx.data").symlink_to(elsewhere)
+    with pytest.raises(ManifestError, match="outside the export folder"):
+        LoadedExport.load(folder)

@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from gpt2_onnx.errors import ManifestError, ProviderUnavailableError
+from gpt2_onnx.errors import InvalidInputError, ManifestError, ProviderUnavailableError
 from runtimes import Gpt2Onnx, RuntimeOptions
 from runtimes.session import LoadedExport
 
@@ -44,6 +44,32 @@ def test_asking_for_cuda_without_it_fails_clearly(tiny_export: Path) -> None:
     message = str(caught.value)
     assert "\n" not in message
     assert "CUDA" in message and "--provider cpu" in message
+
+
+@pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
+def test_cuda_in_runtime_options_is_never_a_cpu_run(tiny_export: Path) -> None:
+    """``RuntimeOptions(provider="cuda")`` without the ``provider`` argument asks for CUDA too."""
+    with pytest.raises(ProviderUnavailableError):
+        Gpt2Onnx.load(tiny_export, options=RuntimeOptions(provider="cuda"))
+
+
+def test_contradicting_providers_are_refused(tiny_export: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"contradicts options\.provider 'cpu'"):
+        Gpt2Onnx.load(tiny_export, provider="cuda", options=RuntimeOptions(provider="cpu"))
+
+
+@pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
+def test_session_that_drops_cuda_is_refused(
+    tiny_export: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The check after each session is created: where the early library check passes but ONNX Runtime still
+    creates the session on the CPU, loading fails with one line, and ONNX Runtime's own log stays quiet."""
+    from runtimes import session
+
+    monkeypatch.setattr(session, "ensure_provider_loadable", lambda name: None)
+    with pytest.raises(ProviderUnavailableError, match=r"asked for CUDAExecutionProvider but .*CPUExecutionProvider"):
+        LoadedExport.load(tiny_export, RuntimeOptions(provider="cuda"))
+    assert capfd.readouterr().err == ""
 
 
 def test_sessions_run_on_the_provider_asked_for(tiny_export: Path) -> None:
