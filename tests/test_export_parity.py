@@ -155,6 +155,42 @@ def test_left_padded_batch_rows_equal_each_row_alone(tiny_export: Path) -> None:
             np.testing.assert_allclose(ours[r, :, width - len(row) :], theirs[0], atol=ATOL, rtol=0)
 
 
+def test_all_logits_prefill_returns_every_position_matching_transformers(
+    tiny_checkpoint: Path, tiny_model: Any, tmp_path: Path
+) -> None:
+    """--all-logits: prefill's logits are (B, T, V), every real position within the fp32 tolerance; the manifest
+    and the graph state that shape."""
+    import onnx
+
+    from gpt2_onnx.manifest import read_manifest
+    from gpt2_onnx.tolerances import tolerance_for
+
+    folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", all_logits=True)
+    manifest = read_manifest(folder)
+    vocab = manifest.dims.vocab_size
+    assert manifest.export["options"]["all_logits"] is True
+    logits_spec = manifest.graphs["prefill"].outputs[0]
+    assert (logits_spec.name, logits_spec.dims) == ("logits", ("batch", "sequence", vocab))
+    graph = onnx.load(str(folder / "prefill.onnx"), load_external_data=False)
+    shape = [d.dim_param or d.dim_value for d in graph.graph.output[0].type.tensor_type.shape.dim]
+    assert (graph.graph.output[0].name, shape) == ("logits", ["batch", "sequence", vocab])
+
+    rows = [PROMPT, PROMPT[3:]]  # left-padded batch: the short row's padding comes first
+    width = max(map(len, rows))
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for r, row in enumerate(rows):
+        ids[r, width - len(row) :], mask[r, width - len(row) :] = row, 1
+    positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None)
+    out = sessions(folder)["prefill"].run(None, feeds(ids, mask, positions))
+    assert out[0].shape == (len(rows), width, vocab)
+    atol = tolerance_for("float32").logits_atol
+    for r, row in enumerate(rows):
+        alone = np.array([row], dtype=np.int64)
+        ref_logits, _ = hf_forward(tiny_model, alone)  # (1, len(row), V)
+        np.testing.assert_allclose(out[0][r, width - len(row) :], ref_logits[0], atol=atol, rtol=0)
+
+
 VARIANTS = {
     "gelu": {"activation_function": "gelu"},
     "relu": {"activation_function": "relu"},

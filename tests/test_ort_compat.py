@@ -19,9 +19,9 @@ from types import ModuleType
 import onnx
 import pytest
 
-from gpt2_onnx.config import SUPPORTED_OPSETS
+from gpt2_onnx.config import PRECISIONS, SUPPORTED_OPSETS
 from gpt2_onnx.errors import RuntimeVersionError
-from gpt2_onnx.export import min_onnxruntime_for
+from gpt2_onnx.export import _MIN_ORT_VARIANT, min_onnxruntime_for
 from gpt2_onnx.versions import version_tuple
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,6 +115,20 @@ def test_matrix_tables_are_consistent() -> None:
     assert opsets == set(SUPPORTED_OPSETS), "every supported opset is measured"
     for opset in SUPPORTED_OPSETS:  # every recorded minimum is a release the matrix runs, so CI confirms it
         assert min_onnxruntime_for(opset) in versions
+    for feature, minimum in _MIN_ORT_VARIANT.items():  # the same for the variants' own minima
+        assert minimum in versions, f"{feature}'s minimum {minimum} is no row of RUNTIMES"
+    measured = set()
+    for variant in matrix.VARIANTS:  # what each matrix variant's manifest will record, too
+        opset = int(_flag(variant.flags, "--opset", "17"))
+        optimize = "--optimize" in variant.flags
+        precision = PRECISIONS[_flag(variant.flags, "--precision", "fp32")]
+        assert min_onnxruntime_for(opset, optimize, precision) in versions, variant.name
+        measured |= {precision, "optimize"} if optimize else {precision}
+    assert set(_MIN_ORT_VARIANT) <= measured, "every variant minimum is measured by a matrix variant"
+
+
+def _flag(flags: tuple[str, ...], name: str, default: str) -> str:
+    return flags[flags.index(name) + 1] if name in flags else default
 
 
 def _cell(version: str, status: str) -> object:
