@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+from gpt2_onnx.checks import ParitySuite
 from gpt2_onnx.cli import cli
+from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.tolerances import tolerance_for
 from gpt2_onnx.verification import VerifyOptions, verify_export
 from tests import faults
 
@@ -114,6 +119,32 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
     failed = {c.check for c in report.parity.failures}
     assert any(check.startswith("padded batch row") for check in failed)
     assert not any(check in ("prefill", "decode step 1") for check in failed), "unpadded checks stay exact"
+
+
+class _CountingReference:
+    """Stands in for transformers: greedy continues each prompt with its last id + 1, + 2, ..."""
+
+    def greedy(self, ids: np.ndarray, mask: np.ndarray, steps: int, eos_token_id: int | None) -> np.ndarray:
+        return ids[:, -1:] + np.arange(1, steps + 1)  # (1, steps)
+
+
+def test_free_running_greedy_names_the_row_that_diverges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are compared one at a time; the detail must still name the batch row, not row 0."""
+    import runtimes.generation
+
+    def generate(loaded: object, prompts: list[tuple[int, ...]], options: object) -> list[SimpleNamespace]:
+        rows = [[prompt[-1] + step for step in range(1, 5)] for prompt in prompts]
+        rows[2][1] = 7  # row 2 diverges at step 1
+        return [SimpleNamespace(token_ids=row) for row in rows]
+
+    monkeypatch.setattr(runtimes.generation, "generate_ids", generate)
+    loaded: Any = None  # never run: generate_ids is replaced
+    reference: Any = _CountingReference()
+    suite = ParitySuite(loaded, reference, tolerance_for("float32"), ParityReport())
+    suite.free_running_greedy([(10,), (20,), (30,), (40,)], steps=4)
+    [failure] = suite.report.failures
+    assert failure.check == "free-running greedy row 2, 4 tokens"
+    assert failure.detail == "row 2 diverges at step 1: 7 vs expected 32"
 
 
 def test_missing_export_folder(tmp_path: Path) -> None:
