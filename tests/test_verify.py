@@ -121,6 +121,15 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
     assert not any(check in ("prefill", "decode step 1") for check in failed), "unpadded checks stay exact"
 
 
+def test_tolerance_lines_name_every_limit_in_force() -> None:
+    assert tolerance_for("float32").describe() == (
+        "top-1 ≥ 100%, KL ≤ 1e-06, max |Δlogits| ≤ 0.0001, max |ΔKV| ≤ 0.0001, greedy tokens identical"
+    )
+    assert tolerance_for("int4").describe() == (
+        "KL ≤ 0.05; reported, not judged: top-1, max |Δlogits|, max |ΔKV|, greedy divergence"
+    )
+
+
 class _CountingReference:
     """Stands in for transformers: greedy continues each prompt with its last id + 1, + 2, ..."""
 
