@@ -90,8 +90,8 @@ class ParitySuite:
             self._kv(f"decode step {steps}", out, ref, slice(0, t + steps))
         self._greedy(f"teacher-forced greedy, {steps + 1} tokens", np.array([chosen]), greedy)
 
-    def _greedy(self, check: str, actual: np.ndarray, expected: np.ndarray) -> None:
-        comparison = compare_tokens(check, actual, expected)
+    def _greedy(self, check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0) -> None:
+        comparison = compare_tokens(check, actual, expected, first_row)
         if not self.tolerance.greedy_exact and not comparison.ok:
             comparison = replace(
                 comparison, ok=True, detail=f"{comparison.detail} (reported; not judged at this precision)"
@@ -154,4 +154,5 @@ class ParitySuite:
         for row, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
             ids = np.array([prompt], dtype=np.int64)
             expected = self.reference.greedy(ids, np.ones_like(ids), steps, eos_token_id=None)
-            self._greedy(f"free-running greedy row {row}, {steps} tokens", np.array([result.token_ids]), expected)
+            actual = np.array([result.token_ids])  # (1, steps): this batch row alone
+            self._greedy(f"free-running greedy row {row}, {steps} tokens", actual, expected, first_row=row)

@@ -118,19 +118,24 @@ def compare_logits(
     )
 
 
-def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray) -> Comparison:
-    """Token sequences (B, N) must be equal; the detail names the first step where a row diverges."""
+def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0) -> Comparison:
+    """Token sequences (B, N) must be equal; the detail names the first step where a row diverges.
+
+    ``first_row`` is the batch row that ``actual[0]`` stands for, so a check run one row at a time names the
+    row where it diverges, not always row 0.
+    """
     if actual.shape != expected.shape:
         return Comparison(check, "greedy tokens", False, detail=f"shape {actual.shape} != expected {expected.shape}")
     differs = np.argwhere(actual != expected)
     if differs.size == 0:
         return Comparison(check, "greedy tokens", True, detail=f"{actual.shape[-1]} steps equal")
     row, step = (int(v) for v in differs[0])
+    found, wanted = int(actual[row, step]), int(expected[row, step])
     return Comparison(
         check,
         "greedy tokens",
         False,
-        detail=f"row {row} diverges at step {step}: {int(actual[row, step])} vs expected {int(expected[row, step])}",
+        detail=f"row {first_row + row} diverges at step {step}: {found} vs expected {wanted}",
     )
 
 

@@ -26,6 +26,26 @@ class Tolerance:
     greedy_exact: bool  # free-running greedy tokens must be identical
     basis: str  # how the limits were set
 
+    def describe(self) -> str:
+        """The limits in force, one line: each judged figure with its limit, then those only reported."""
+        judged: list[str] = []
+        reported: list[str] = []
+        if self.min_top1 > 0:
+            judged.append(f"top-1 ≥ {self.min_top1:.0%}")
+        else:
+            reported.append("top-1")
+        for label, limit in (("KL", self.max_kl), ("max |Δlogits|", self.logits_atol), ("max |ΔKV|", self.kv_atol)):
+            if limit is None:
+                reported.append(label)
+            else:
+                judged.append(f"{label} ≤ {limit:.3g}")
+        if self.greedy_exact:
+            judged.append("greedy tokens identical")
+        else:
+            reported.append("greedy divergence")
+        text = ", ".join(judged)
+        return f"{text}; reported, not judged: {', '.join(reported)}" if reported else text
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+from gpt2_onnx.checks import ParitySuite
 from gpt2_onnx.cli import cli
+from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.tolerances import tolerance_for
 from gpt2_onnx.verification import VerifyOptions, verify_export
 from tests import faults
+from tests.conftest import export_checkpoint
 
 FAST = ("--steps", "6", "--batch-size", "3")
 
@@ -93,6 +99,23 @@ def test_swapped_kv_outputs_fail(copy_export: Callable[[], Path]) -> None:
     assert "prefill: present.0.key" not in "\n".join(report["failures"])  # type: ignore[arg-type]
 
 
+def test_human_output_lists_every_failure_in_full(copy_export: Callable[[], Path]) -> None:
+    """The table folds the presents of all layers into one row; the list below it must still name each failure."""
+    folder = copy_export()
+    faults.swap_kv_outputs(folder, "decode", "present.0.key", "present.1.key")
+    result = invoke("verify", str(folder), *FAST, "--json", str(folder.parent / "report.json"))
+    assert result.exit_code == 1, result.output
+    failed = [c for c in json.loads((folder.parent / "report.json").read_text())["comparisons"] if not c["ok"]]
+    assert len(failed) > 5  # more than the old error line showed
+    listed = result.stdout.split(f"Failures ({len(failed)}):\n", 1)[1].splitlines()
+    assert len(listed) == len(failed)
+    for comparison, line in zip(failed, listed, strict=True):
+        assert line.startswith(f"  {comparison['check']}: {comparison['tensor']}, max|Δ| "), line
+        assert f"(tol {comparison['atol']:.3g})" in line, line
+    assert {"present.0.key", "present.1.key"} <= {c["tensor"] for c in failed}
+    assert f"Error: verify failed: {len(failed)} failure(s), listed above" in result.stderr
+
+
 def test_changed_position_rule_in_the_graph_fails(copy_export: Callable[[], Path]) -> None:
     folder = copy_export()
     faults.shift_positions(folder, "prefill")
@@ -114,6 +137,57 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
     failed = {c.check for c in report.parity.failures}
     assert any(check.startswith("padded batch row") for check in failed)
     assert not any(check in ("prefill", "decode step 1") for check in failed), "unpadded checks stay exact"
+
+
+@pytest.fixture(scope="module")
+def int8_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("int8") / "tiny-int8", precision="int8")
+
+
+def test_int8_export_passes_and_states_its_limits(int8_export: Path) -> None:
+    """Reduced precisions are judged by top-1 and KL: the human report must say so, with the limits."""
+    result = invoke("verify", str(int8_export), *FAST)
+    assert result.exit_code == 0, result.output
+    tolerance = tolerance_for("int8")
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("Tolerances (int8): ")]
+    assert f"top-1 ≥ {tolerance.min_top1:.0%}, KL ≤ {tolerance.max_kl:.3g}" in line, line
+    assert "reported, not judged: max |Δlogits|, max |ΔKV|, greedy divergence" in line, line
+    assert "Failures" not in result.stdout and "PASS" in result.stderr
+
+
+def test_tolerance_lines_name_every_limit_in_force() -> None:
+    assert tolerance_for("float32").describe() == (
+        "top-1 ≥ 100%, KL ≤ 1e-06, max |Δlogits| ≤ 0.0001, max |ΔKV| ≤ 0.0001, greedy tokens identical"
+    )
+    assert tolerance_for("int4").describe() == (
+        "KL ≤ 0.05; reported, not judged: top-1, max |Δlogits|, max |ΔKV|, greedy divergence"
+    )
+
+
+class _CountingReference:
+    """Stands in for transformers: greedy continues each prompt with its last id + 1, + 2, ..."""
+
+    def greedy(self, ids: np.ndarray, mask: np.ndarray, steps: int, eos_token_id: int | None) -> np.ndarray:
+        return ids[:, -1:] + np.arange(1, steps + 1)  # (1, steps)
+
+
+def test_free_running_greedy_names_the_row_that_diverges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are compared one at a time; the detail must still name the batch row, not row 0."""
+    import runtimes.generation
+
+    def generate(loaded: object, prompts: list[tuple[int, ...]], options: object) -> list[SimpleNamespace]:
+        rows = [[prompt[-1] + step for step in range(1, 5)] for prompt in prompts]
+        rows[2][1] = 7  # row 2 diverges at step 1
+        return [SimpleNamespace(token_ids=row) for row in rows]
+
+    monkeypatch.setattr(runtimes.generation, "generate_ids", generate)
+    loaded: Any = None  # never run: generate_ids is replaced
+    reference: Any = _CountingReference()
+    suite = ParitySuite(loaded, reference, tolerance_for("float32"), ParityReport())
+    suite.free_running_greedy([(10,), (20,), (30,), (40,)], steps=4)
+    [failure] = suite.report.failures
+    assert failure.check == "free-running greedy row 2, 4 tokens"
+    assert failure.detail == "row 2 diverges at step 1: 7 vs expected 32"
 
 
 def test_missing_export_folder(tmp_path: Path) -> None:

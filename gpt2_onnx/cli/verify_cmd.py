@@ -52,7 +52,7 @@ def verify(
       gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --json report.json
     """
     from gpt2_onnx.cli.export_cmd import StageDisplay
-    from gpt2_onnx.report_table import render_table
+    from gpt2_onnx.report_table import render_report
     from gpt2_onnx.verification import VerifyOptions, verify_export
 
     display = StageDisplay()
@@ -62,18 +62,14 @@ def verify(
     finally:
         display.close_line()
     as_json = json.dumps(report.to_json(), indent=2)
-    if json_path is not None and str(json_path) == "-":
+    to_stdout = json_path is not None and str(json_path) == "-"
+    if to_stdout:
         click.echo(as_json)
     else:
         if json_path is not None:
             json_path.write_text(as_json + "\n", encoding="utf-8")
-        click.echo(f"Source: {report.source}; export: {report.precision} on {report.provider}")
-        click.echo(f"Tolerances: {report.tolerance.basis}")
-        click.echo(render_table(report.parity.comparisons))
-        bad_files = [f.name for f in report.files if not f.ok]
-        click.echo(f"Files: {len(report.files) - len(bad_files)} of {len(report.files)} match the manifest's sha256")
+        click.echo(render_report(report))
     if not report.ok:
-        failures = report.failures()
-        details = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
-        raise ParityError(f"verify failed: {len(failures)} failure(s): {details}")
+        where = "in the JSON report's failures" if to_stdout else "above"
+        raise ParityError(f"verify failed: {len(report.failures())} failure(s), listed {where}")
     click.echo(f"PASS: {len(report.parity.comparisons)} comparisons within tolerance, all files intact", err=True)
