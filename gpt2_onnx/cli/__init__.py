@@ -136,4 +136,15 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     if hasattr(signal, "SIGXFSZ"):  # a file-size limit: let the write fail with an error we clean up after
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    cli.main(prog_name="gpt2-onnx")
+    try:
+        cli.main(prog_name="gpt2-onnx")
+    except SystemExit as exc:
+        if exc.code != EXIT_INTERRUPTED:
+            raise
+        # Interrupted, and the clean-up is done. Leave now with exit code 130: seen once under load, the
+        # interpreter's own shutdown (library atexit hooks and threads met mid-import by the interrupt) ended the
+        # process by SIGINT instead, which callers see as -2, not 130.
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(EXIT_INTERRUPTED)
