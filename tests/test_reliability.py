@@ -4,6 +4,7 @@ serves many threads, and nothing from a checkpoint or manifest reaches outside i
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import subprocess
@@ -302,57 +303,54 @@ def test_output_folder_without_write_permission(tmp_path: Path, monkeypatch: pyt
     assert list(tmp_path.iterdir()) == []
 
 
-def _old_export(target: Path) -> None:
+def forced_swap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replace: Callable[[int, Path, Path], None]) -> Path:
+    """An export at ``tmp_path/out``, then a forced commit of a new one over it, each ``os.replace`` of the swap
+    going through ``replace(call_number, src, dst)``; returns the target."""
+    from gpt2_onnx import output_folder
+
+    target = tmp_path / "out"
     target.mkdir()
     (target / "manifest.json").write_text("old")
+    calls = iter(range(1, 10))
+    monkeypatch.setattr(output_folder.os, "replace", lambda src, dst: replace(next(calls), src, dst))
+    with output_folder.StagedFolder(target, force=True) as staged:
+        (staged.path / "manifest.json").write_text("new")
+        staged.commit()
+    return target
 
 
 def test_interrupt_during_a_forced_commit_keeps_a_whole_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGINT between the two renames that swap exports is held back until the new export is in place."""
-    from gpt2_onnx import output_folder
+    real_replace = os.replace
+    done: list[int] = []
 
-    target = tmp_path / "out"
-    _old_export(target)
-    real_replace = output_folder.os.replace
-    calls: list[str] = []
-
-    def replace_then_interrupt(src: Path, dst: Path) -> None:
+    def replace_then_interrupt(call: int, src: Path, dst: Path) -> None:
         real_replace(src, dst)
-        calls.append(str(dst))
-        if len(calls) == 1:  # the old export is moved aside, the new one not yet in place
+        done.append(call)
+        if call == 1:  # the old export is moved aside, the new one not yet in place
             signal.raise_signal(signal.SIGINT)
 
-    monkeypatch.setattr(output_folder.os, "replace", replace_then_interrupt)
-    with pytest.raises(KeyboardInterrupt), output_folder.StagedFolder(target, force=True) as staged:
-        (staged.path / "manifest.json").write_text("new")
-        staged.commit()
-    assert len(calls) == 2  # the swap finished before the interrupt was delivered
-    assert (target / "manifest.json").read_text() == "new"
+    with pytest.raises(KeyboardInterrupt):
+        forced_swap(tmp_path, monkeypatch, replace_then_interrupt)
+    assert done == [1, 2]  # the swap finished before the interrupt was delivered
+    assert (tmp_path / "out" / "manifest.json").read_text() == "new"
     assert leftovers(tmp_path) == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler in force is back
 
 
 def test_failed_swap_puts_the_earlier_export_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx import output_folder
     from gpt2_onnx.errors import OutputPathError
 
-    target = tmp_path / "out"
-    _old_export(target)
-    real_replace = output_folder.os.replace
-    calls: list[str] = []
+    real_replace = os.replace
 
-    def second_fails(src: Path, dst: Path) -> None:
-        calls.append(str(dst))
-        if len(calls) == 2:
+    def second_fails(call: int, src: Path, dst: Path) -> None:
+        if call == 2:  # moving the new export into place
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
 
-    monkeypatch.setattr(output_folder.os, "replace", second_fails)
-    no_space = pytest.raises(OutputPathError, match="No space left on device")
-    with no_space, output_folder.StagedFolder(target, force=True) as staged:
-        (staged.path / "manifest.json").write_text("new")
-        staged.commit()
-    assert (target / "manifest.json").read_text() == "old"
+    with pytest.raises(OutputPathError, match="No space left on device"):
+        forced_swap(tmp_path, monkeypatch, second_fails)
+    assert (tmp_path / "out" / "manifest.json").read_text() == "old"
     assert leftovers(tmp_path) == []
 
 
