@@ -27,7 +27,7 @@ def _timing_rows(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _cell(value: float | None, fmt: str, ratio: float | None, ratio_fmt: str = ".2f") -> str:
+def cell(value: float | None, fmt: str, ratio: float | None, ratio_fmt: str = ".2f") -> str:
     if value is None:
         return "—"
     text = format(value, fmt)
@@ -39,7 +39,7 @@ def table(report: dict[str, Any]) -> str:
     labels = list(systems)
     lines = ["| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
     for text, key, _ in _timing_rows(report):
-        cells = [_cell(systems[s]["figures"].get(key), ",.1f", ratios.get(s, {}).get(key)) for s in labels]
+        cells = [cell(systems[s]["figures"].get(key), ",.1f", ratios.get(s, {}).get(key)) for s in labels]
         lines.append(f"| {text} | " + " | ".join(cells) + " |")
     for text, key, ratio_key in (
         ("RSS ready (both graphs run once), MiB", "rss_ready", "rss_ready_per_weight_byte"),
@@ -49,10 +49,10 @@ def table(report: dict[str, Any]) -> str:
             "peak_rss_after_generate_per_weight_byte",
         ),
     ):
-        cells = [_cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels]
+        cells = [cell(systems[s]["memory"][key] / MIB, ",.0f", ratios.get(s, {}).get(ratio_key)) for s in labels]
         lines.append(f"| {text} | " + " | ".join(cells) + " |")
     files = [
-        _cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"), ".4f")
+        cell(systems[s]["files"]["model_files"] / 1e6, ",.1f", ratios[s].get("model_files_per_weight_byte"), ".4f")
         if systems[s].get("files")
         else "—"
         for s in labels
@@ -70,9 +70,15 @@ def context(report: dict[str, Any]) -> str:
         f"{s['new_tokens']} new tokens; eager baseline: transformers with {s['attention']} attention). "
         f"Ratios in brackets: timings × PyTorch eager (paired per round, lower is faster except tokens/s), "
         f"memory and files × the weight bytes of each export (fp32 475 MiB; int8/int4 their own, smaller). "
-        f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, "
-        f"{m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, Python {m['python']}; load average "
-        f"{m['load_average']} before, {m.get('load_average_after')} after. Libraries: {libraries}."
+        f"{machine_sentence(m)} Libraries: {libraries}."
+    )
+
+
+def machine_sentence(m: dict[str, Any]) -> str:
+    """The machine and its load before and after the run, from a report's ``machine``."""
+    return (
+        f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, "
+        f"Python {m['python']}; load average {m['load_average']} before, {m.get('load_average_after')} after."
     )
 
 

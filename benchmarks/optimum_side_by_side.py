@@ -18,18 +18,15 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpt2_onnx.bench.environment import load_average, machine_info  # noqa: E402  # after the path
-from gpt2_onnx.bench.report import summarize  # noqa: E402
-from gpt2_onnx.bench.runner import RawResults, run_systems  # noqa: E402
+from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
+from gpt2_onnx.bench.report import metrics, paired_per_round, paired_ratios  # noqa: E402
+from gpt2_onnx.bench.runner import RawResults  # noqa: E402
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 
@@ -80,13 +77,13 @@ def vocab_tables(folder: Path, vocab_size: int) -> dict[str, Any]:
 Systems = dict[str, tuple[str, str, Path]]
 
 
-def greedy_check(systems: Systems, settings: BenchSettings) -> dict[str, Any]:
+def greedy_check(systems: Systems, settings: BenchSettings, vocab_size: int) -> dict[str, Any]:
     """Each system's greedy tokens on the decode prompt (a process each), and whether all agree."""
     tokens: dict[str, list[int]] = {}
     for label, (kind, python, folder) in systems.items():
         command = [python, str(REPO / "benchmarks" / "greedy_tokens.py"), kind, str(folder)]
         command += ["--prompt-length", str(settings.decode_prompt_length), "--new-tokens", str(settings.new_tokens)]
-        command += ["--seed", str(settings.seed), "--threads", str(settings.threads)]
+        command += ["--seed", str(settings.seed), "--threads", str(settings.threads), "--vocab-size", str(vocab_size)]
         _log(f"greedy tokens: {label}")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -105,17 +102,16 @@ def greedy_check(systems: Systems, settings: BenchSettings) -> dict[str, Any]:
 
 
 def paired(raws: list[RawResults], label: str, base_label: str, settings: BenchSettings) -> dict[str, Any]:
-    """``label`` ÷ ``base_label`` per timing, paired per round: ``summarize`` with that system as the baseline."""
+    """``label`` ÷ ``base_label`` per timing, paired per round, and the decode ratio of each round (its spread)."""
     by_label = {raw.spec.label: raw for raw in raws}
-    base = by_label[base_label]
-    as_baseline = replace(base, spec=replace(base.spec, kind="eager"))  # summarize pairs against kind "eager"
-    report = summarize([as_baseline, by_label[label]], settings, {}, parameter_bytes=1)
-    ratios = {k: v for k, v in report.ratios[label].items() if "per_weight_byte" not in k}
-    per_round = [  # each round's decode median step ÷ the baseline's of the same round: the pairing's spread
-        float(np.median(ours["step_s"]) / np.median(theirs["step_s"]))
-        for ours, theirs in zip(by_label[label].tasks["decode"], base.tasks["decode"], strict=True)
-    ]
-    return {"system": label, "baseline": base_label, "ratios": ratios, "decode_ratio_per_round": per_round}
+    ours, base = by_label[label], by_label[base_label]
+    decode = next(m for m in metrics(settings) if m.key == "decode_ms_per_token")
+    return {
+        "system": label,
+        "baseline": base_label,
+        "ratios": paired_ratios(ours, base, settings),
+        "decode_ratio_per_round": paired_per_round(ours, base, decode),
+    }
 
 
 def plan(args: argparse.Namespace) -> tuple[list[SystemSpec], Systems]:
@@ -161,17 +157,13 @@ def main() -> None:
     manifest = read_manifest(args.ours)
     vocab_size = manifest.dims.vocab_size
     specs, systems = plan(args)
-    tokens = greedy_check(systems, settings)
+    tokens = greedy_check(systems, settings, vocab_size)
     _log(f"greedy tokens agree: {tokens['agree']} (first difference per system: {tokens['first_difference']})")
     tables = {label: vocab_tables(path, vocab_size) for label, (kind, _, path) in systems.items() if kind != "eager"}
     if args.prepacked:
         tables[PREPACKED] = tables["gpt2-onnx"]  # the same folder
 
-    machine = machine_info(settings.provider)
-    raws = run_systems(specs, settings, vocab_size, _log)
-    machine["load_average_after"] = load_average()
-    parameter_bytes = int(manifest.model.get("parameter_bytes") or manifest.files[manifest.weights_file].size)
-    report = summarize(raws, settings, machine, parameter_bytes)
+    report, raws = measure(specs, settings, manifest, _log)
     result = {
         **report.to_json(),
         "vs_optimum": [

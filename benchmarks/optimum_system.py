@@ -13,7 +13,6 @@ single graph has no ``logits_to_keep``: the prompt's forward computes logits at 
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,7 @@ class OptimumSystem:
 
     def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
         _, marks, start = self.greedy(input_ids, new_tokens)
-        steps = [b - a for a, b in itertools.pairwise(marks)]
-        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)
+        return GenerationTiming.from_marks(start, marks)
 
     def graph_files(self) -> dict[str, Any]:
         """Bytes: the graph with any external weights, and the whole folder (tokenizer and configs too). The weight

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from markdown_table import cell, machine_sentence  # this folder: run as python benchmarks/optimum_table.py
+
 MIB = 2**20
 
 # (row text, figure key): timings, with ratios × eager and ours ÷ Optimum paired per round.
@@ -49,8 +51,7 @@ def _timing_row(report: dict[str, Any], text: str, key: str) -> str:
     systems, ratios = report["systems"], report["ratios"]
     cells = []
     for name, system in systems.items():
-        value, ratio = system["figures"].get(key), ratios.get(name, {}).get(key)
-        cells.append(f"{value:,.1f}" + (f" ({ratio:.2f}×)" if ratio is not None else ""))
+        cells.append(cell(system["figures"].get(key), ",.1f", ratios.get(name, {}).get(key)))
     cells += [f"{vs['ratios'][key]:.2f}×" if key in vs["ratios"] else "—" for vs in report["vs_optimum"]]
     return f"| {text} | " + " | ".join(cells) + " |"
 
@@ -108,8 +109,7 @@ def context(report: dict[str, Any]) -> str:
         f"Ratios in brackets: timings × PyTorch eager, paired per round (lower is faster except tokens/s); the "
         f"÷ columns: timings paired per round, memory and files plain quotients. "
         + (f"Decode ratio per round, lowest–highest: {spread}. " if spread else "")
-        + f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, {m['platform']}, "
-        f"Python {m['python']}; load average {m['load_average']} before, {m.get('load_average_after')} after. "
+        + f"{machine_sentence(m)} "
         f"Main venv (eager, gpt2-onnx): {ours}. Optimum venv: {theirs}."
     )
 

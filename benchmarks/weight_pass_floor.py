@@ -30,9 +30,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpt2_onnx.bench.environment import load_average, machine_info  # noqa: E402  # after the path
-from gpt2_onnx.bench.report import summarize  # noqa: E402
-from gpt2_onnx.bench.runner import RawResults, run_systems  # noqa: E402
+from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
+from gpt2_onnx.bench.report import metrics, paired_per_round  # noqa: E402
+from gpt2_onnx.bench.runner import RawResults  # noqa: E402
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 
@@ -58,23 +58,19 @@ def plan(model: str, seed: int, export: Path) -> list[SystemSpec]:
     ]
 
 
-def _median_step(raw: RawResults, round_index: int) -> float:
-    return float(np.median(raw.tasks["decode"][round_index]["step_s"]))
-
-
-def floor_ratios(raws: list[RawResults]) -> dict[str, dict[str, Any]]:
+def floor_ratios(raws: list[RawResults], settings: BenchSettings) -> dict[str, dict[str, Any]]:
     """Each system's decode step ÷ each pass's, paired per round: median over rounds, and the rounds' spread."""
     by_label = {raw.spec.label: raw for raw in raws}
+    decode = next(m for m in metrics(settings) if m.key == "decode_ms_per_token")
     result: dict[str, dict[str, Any]] = {}
     for label, raw in by_label.items():
         result[label] = {}
         for floor in PASSES:
-            rounds = len(raw.tasks["decode"])
-            per_round = sorted(_median_step(raw, i) / _median_step(by_label[floor], i) for i in range(rounds))
+            per_round = paired_per_round(raw, by_label[floor], decode)
             result[label][floor] = {
                 "median": float(np.median(per_round)),
-                "min": per_round[0],
-                "max": per_round[-1],
+                "min": min(per_round),
+                "max": max(per_round),
             }
     return result
 
@@ -110,12 +106,8 @@ def main() -> None:
     ensure_export(args.model, args.seed, args.export)
     manifest = read_manifest(args.export)
     settings = BenchSettings(threads=args.threads, prompt_lengths=(128,), repeats=args.repeats)
-    machine = machine_info(settings.provider)
-    raws = run_systems(plan(args.model, args.seed, args.export), settings, manifest.dims.vocab_size, _log)
-    machine["load_average_after"] = load_average()
-    parameter_bytes = int(manifest.model.get("parameter_bytes") or manifest.files[manifest.weights_file].size)
-    report = summarize(raws, settings, machine, parameter_bytes)
-    floors = floor_ratios(raws)
+    report, raws = measure(plan(args.model, args.seed, args.export), settings, manifest, _log)
+    floors = floor_ratios(raws, settings)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**report.to_json(), "floor": floors}, indent=1) + "\n", encoding="utf-8")
     print(report.table())

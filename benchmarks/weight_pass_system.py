@@ -22,7 +22,6 @@ Used by ``benchmarks/weight_pass_floor.py`` through ``SystemSpec(factory="benchm
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 
@@ -91,8 +90,7 @@ class _WeightPass:
         for _ in range(new_tokens - 1):
             self._pass(batch, batch)  # one row per sequence: every weight streamed once
             marks.append(time.perf_counter())
-        steps = [b - a for a, b in itertools.pairwise(marks)]
-        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)
+        return GenerationTiming.from_marks(start, marks)
 
 
 class TorchWeightPass(_WeightPass):

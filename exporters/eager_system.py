@@ -8,7 +8,6 @@ prompt with ``logits_to_keep=1``, then one forward per token over transformers' 
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
@@ -73,5 +72,4 @@ class EagerSystem:
             token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
             token.tolist()
             marks.append(time.perf_counter())
-        steps = [b - a for a, b in itertools.pairwise(marks)]
-        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)
+        return GenerationTiming.from_marks(start, marks)

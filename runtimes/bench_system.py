@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 
@@ -53,8 +52,7 @@ class OnnxSystem:
         start = time.perf_counter()
         for _ in generation.steps():
             marks.append(time.perf_counter())  # one mark per chosen token
-        steps = [b - a for a, b in itertools.pairwise(marks)]
-        return GenerationTiming(marks[0] - start, steps, marks[-1] - start)
+        return GenerationTiming.from_marks(start, marks)
 
     def graph_files(self) -> dict[str, int]:
         """Bytes: the graphs with their weights file, the whole folder, and the weights themselves (the

@@ -181,6 +181,13 @@ def edit_manifest(folder: Path, change: Callable[[dict[str, object]], None]) -> 
     (folder / "manifest.json").write_text(json.dumps(data))
 
 
+def save_decode_graph(folder: Path, graph: onnx.ModelProto) -> None:
+    """Write an edited decode graph and record its new size, so that only the edit itself is refused."""
+    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
+    size = (folder / "decode.onnx").stat().st_size
+    edit_manifest(folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", size))  # type: ignore[index]
+
+
 @pytest.mark.parametrize("name", ["../decode.onnx", "/etc/passwd", "sub/decode.onnx", ".."])
 def test_manifest_paths_must_stay_in_the_folder(copy_export: Callable[[], Path], name: str) -> None:
     folder = copy_export()
@@ -196,10 +203,7 @@ def test_external_data_pointing_outside_the_folder_is_refused(copy_export: Calla
     for entry in tensor.external_data:
         if entry.key == "location":
             entry.value = "../model.onnx.data"
-    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
-    edit_manifest(
-        folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", (folder / "decode.onnx").stat().st_size)
-    )  # type: ignore[index]
+    save_decode_graph(folder, graph)
     with pytest.raises(ManifestError, match=r"points at external data '\.\./model\.onnx\.data'"):
         LoadedExport.load(folder)
 
@@ -364,10 +368,7 @@ def test_external_data_in_a_constant_node_is_refused(copy_export: Callable[[], P
         value.external_data.add(key=key, value=text)
     constant = onnx.helper.make_node("Constant", [], ["escape_out"], value=value)
     graph.graph.node.insert(0, constant)
-    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
-    edit_manifest(
-        folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", (folder / "decode.onnx").stat().st_size)
-    )  # type: ignore[index]
+    save_decode_graph(folder, graph)
     with pytest.raises(ManifestError, match=r"tensor 'escape' points at external data '/etc/passwd'"):
         LoadedExport.load(folder)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from gpt2_onnx.bench.environment import load_average, machine_info
 from gpt2_onnx.bench.report import BenchReport, summarize
-from gpt2_onnx.bench.runner import Progress, run_systems
+from gpt2_onnx.bench.runner import Progress, RawResults, run_systems
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.manifest import Manifest, read_manifest
 
-__all__ = ["bench_exports", "system_specs"]
+__all__ = ["bench_exports", "measure", "system_specs"]
 
 
 def _labels(folders: Sequence[Path]) -> list[str]:
@@ -43,7 +43,7 @@ def system_specs(
     if unshared:  # each float32 folder again, loaded by ONNX Runtime itself (prepacked weights per session)
         specs += [
             SystemSpec("onnx", f"{spec.label}+prepack", folder=spec.folder, share_weights=False)
-            for spec, manifest in zip(specs[:], manifests, strict=True)
+            for spec, manifest in zip(specs, manifests, strict=True)
             if manifest.precision == "float32"
         ]
     if not eager:
@@ -79,10 +79,16 @@ def bench_exports(
     manifests = [read_manifest(Path(folder)) for folder in folders]
     _check_comparable(folders, manifests, settings)
     specs = system_specs(folders, manifests, eager, model, seed, unshared)
+    return measure(specs, settings, manifests[0], progress)[0]
+
+
+def measure(
+    specs: Sequence[SystemSpec], settings: BenchSettings, manifest: Manifest, progress: Progress | None = None
+) -> tuple[BenchReport, list[RawResults]]:
+    """Run ``specs`` (the baseline first, if any) on the model ``manifest`` describes, with the machine and its load
+    before and after; the report, and the raw answers for figures the report does not make."""
     machine = machine_info(settings.provider)
-    raws = run_systems(specs, settings, manifests[0].dims.vocab_size, progress)
+    raws = run_systems(specs, settings, manifest.dims.vocab_size, progress)
     machine["load_average_after"] = load_average()
-    parameter_bytes = int(
-        manifests[0].model.get("parameter_bytes") or manifests[0].files[manifests[0].weights_file].size
-    )
-    return summarize(raws, settings, machine, parameter_bytes)
+    parameter_bytes = int(manifest.model.get("parameter_bytes") or manifest.files[manifest.weights_file].size)
+    return summarize(raws, settings, machine, parameter_bytes), raws

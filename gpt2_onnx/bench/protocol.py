@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +19,12 @@ class GenerationTiming:
     first_token_s: float  # prefill plus choosing the first token: the time to first token
     step_s: list[float]  # each further token: one decode step plus choosing it
     total_s: float
+
+    @classmethod
+    def from_marks(cls, start: float, marks: Sequence[float]) -> GenerationTiming:
+        """From ``perf_counter`` readings: ``start`` when the prompt went in, then one mark per chosen token."""
+        steps = [b - a for a, b in itertools.pairwise(marks)]
+        return cls(marks[0] - start, steps, marks[-1] - start)
 
     def to_json(self) -> dict[str, object]:
         return {"first_token_s": self.first_token_s, "step_s": self.step_s, "total_s": self.total_s}

@@ -16,7 +16,7 @@ import numpy as np
 from gpt2_onnx.bench.runner import RawResults
 from gpt2_onnx.bench.settings import BenchSettings
 
-__all__ = ["BenchReport", "summarize"]
+__all__ = ["BenchReport", "Metric", "metrics", "paired_per_round", "paired_ratios", "summarize"]
 
 MIB = 2**20
 
@@ -43,7 +43,8 @@ class Metric:
     higher_is_better: bool = False
 
 
-def _metrics(settings: BenchSettings) -> list[Metric]:
+def metrics(settings: BenchSettings) -> list[Metric]:
+    """The timed figures of a run, in table order."""
     tokens = settings.batch_size * settings.new_tokens
     rows = [
         Metric(f"prefill_ms/{n}", f"prefill {n} tokens (ms)", f"prefill/{n}", _ms("s")) for n in settings.prompt_lengths
@@ -82,9 +83,9 @@ def _memory(raw: RawResults) -> dict[str, int]:
     return found
 
 
-def _system_figures(raw: RawResults, metrics: Sequence[Metric]) -> dict[str, Any]:
+def _system_figures(raw: RawResults, timed: Sequence[Metric]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    for metric in metrics:
+    for metric in timed:
         per_round = [metric.figure(answer) for answer in raw.tasks[metric.task]]
         figures[metric.key] = float(np.median(per_round))
     steps = [1000.0 * s for answer in raw.tasks["decode"] for s in answer["step_s"]]
@@ -92,10 +93,16 @@ def _system_figures(raw: RawResults, metrics: Sequence[Metric]) -> dict[str, Any
     return figures
 
 
-def _paired_ratio(raw: RawResults, base: RawResults, metric: Metric) -> float:
+def paired_per_round(raw: RawResults, base: RawResults, metric: Metric) -> list[float]:
+    """``metric`` of ``raw`` over ``base``'s, round by round (each pair measured moments apart)."""
     ours = [metric.figure(answer) for answer in raw.tasks[metric.task]]
     theirs = [metric.figure(answer) for answer in base.tasks[metric.task]]
-    return float(np.median([a / b for a, b in zip(ours, theirs, strict=True)]))
+    return [a / b for a, b in zip(ours, theirs, strict=True)]
+
+
+def paired_ratios(raw: RawResults, base: RawResults, settings: BenchSettings) -> dict[str, float]:
+    """Every timed figure of ``raw`` over ``base``'s: the median of the per-round ratios."""
+    return {m.key: float(np.median(paired_per_round(raw, base, m))) for m in metrics(settings)}
 
 
 @dataclass(frozen=True)
@@ -139,7 +146,7 @@ def _weight_ratios(system: dict[str, Any], parameter_bytes: int) -> dict[str, fl
 def summarize(
     raws: Sequence[RawResults], settings: BenchSettings, machine: dict[str, Any], parameter_bytes: int
 ) -> BenchReport:
-    metrics = _metrics(settings)
+    timed = metrics(settings)
     systems: dict[str, dict[str, Any]] = {}
     for raw in raws:
         systems[raw.spec.label] = {
@@ -147,7 +154,7 @@ def summarize(
             "folder": raw.spec.folder,
             "model": raw.spec.model,
             "timing": {"load_s": raw.load["load_s"]},
-            "figures": _system_figures(raw, metrics),
+            "figures": _system_figures(raw, timed),
             "memory": _memory(raw),
             "files": raw.load.get("files"),
         }
@@ -156,7 +163,7 @@ def summarize(
     for raw in raws:
         if raw.spec.kind != "onnx":
             continue
-        found = {m.key: _paired_ratio(raw, base, m) for m in metrics} if base is not None else {}
+        found = paired_ratios(raw, base, settings) if base is not None else {}
         ratios[raw.spec.label] = {**found, **_weight_ratios(systems[raw.spec.label], parameter_bytes)}
     return BenchReport(settings, machine, parameter_bytes, systems, ratios, base.spec.label if base else None)
 
@@ -190,7 +197,7 @@ def _ratio_cells(report: BenchReport, key: str | None, fmt: str) -> list[str]:
 
 def _rows(report: BenchReport) -> list[list[str]]:
     rows: list[list[str]] = []
-    for metric in _metrics(report.settings):
+    for metric in metrics(report.settings):
         rows.append(
             [
                 metric.label,

@@ -59,7 +59,6 @@ class RawResults:
     """All answers of one system: load figures, per-task answers of the recorded rounds, memory at the end."""
 
     spec: SystemSpec
-    ready: dict[str, Any] = field(default_factory=dict)
     load: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     end_memory: dict[str, int] = field(default_factory=dict)
@@ -146,14 +145,13 @@ def run_systems(
     tasks = bench_tasks(settings, vocab_size)
     workers: list[_Worker] = []
     results = [RawResults(spec) for spec in specs]
+    first_use = prompt_ids(settings.seed, 1, 8, vocab_size).tolist()
     with tempfile.TemporaryDirectory(prefix="gpt2-onnx-bench-") as logs:
         try:
             for index, spec in enumerate(specs):
                 report(f"loading {spec.label}")
                 log_file = open(Path(logs) / f"worker-{index}.log", "w+")  # noqa: SIM115  # closed with the folder
                 workers.append(_Worker(spec, settings, log_file))
-                results[index].ready = workers[-1].ready
-                first_use = prompt_ids(settings.seed, 1, 8, vocab_size).tolist()
                 results[index].load = workers[-1].request("load", ids=first_use)
             _rounds(workers, results, tasks, settings, report)
             for worker, result in zip(workers, results, strict=True):
