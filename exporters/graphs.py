@@ -24,7 +24,7 @@ from exporters.variants import GraphVariant, apply_variant, check_variant_tie, m
 from exporters.weights import WeightsIndex, externalize_shared_weights
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx.errors import ExportError, first_line
 from gpt2_onnx.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
 from gpt2_onnx.progress import Stages
 
@@ -121,7 +121,7 @@ def export_graphs(
             try:
                 onnx.checker.check_model(str(folder / GRAPH_FILES[kind]), full_check=True)
             except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-                raise ExportError(f"{GRAPH_FILES[kind]} fails onnx.checker: {str(exc).splitlines()[0]}") from exc
+                raise ExportError(f"{GRAPH_FILES[kind]} fails onnx.checker: {first_line(exc)}") from exc
     ir_version = next(iter(protos.values())).ir_version
     quantization = asdict(variant.quantization) if variant.quantization else None
     return ExportedGraphs(dict(GRAPH_FILES), weights, ir_version, tied, quantization)

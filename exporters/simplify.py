@@ -15,7 +15,7 @@ import onnx
 from onnx import external_data_helper
 
 from exporters.weights import MIN_EXTERNAL_BYTES, WeightsIndex
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx.errors import ExportError, first_line
 
 __all__ = ["simplify_graph"]
 
@@ -71,7 +71,7 @@ def simplify_graph(model: onnx.ModelProto, folder: Path, weights: WeightsIndex) 
     try:
         simplified, ok = onnxsim.simplify(full, check_n=0, skip_shape_inference=False)
     except Exception as exc:  # onnxsim raises RuntimeError, ValueError and its own types alike
-        raise ExportError(f"onnxsim failed: {str(exc).splitlines()[0]}") from exc
+        raise ExportError(f"onnxsim failed: {first_line(exc)}") from exc
     if not ok:
         raise ExportError("onnxsim could not validate the simplified graph")
     del simplified.metadata_props[:]

@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from exporters.random_models import build_random_model, random_preset_name
 from exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, UnsupportedModelError
+from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, UnsupportedModelError, first_line
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
@@ -140,8 +140,7 @@ def _from_pretrained(where: str, use_safetensors: bool | None, revision: str | N
             **kwargs,
         )
     except _READ_ERRORS as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load the checkpoint '{where}': {first_line}") from exc
+        raise ModelLoadError(f"cannot load the checkpoint '{where}': {first_line(exc)}") from exc
     model, info = loaded  # output_loading_info=True returns (model, info)
     missing = [key for key in info.get("missing_keys", []) if not _OPTIONAL_KEYS.match(key)]
     mismatched = info.get("mismatched_keys", [])
@@ -168,20 +167,22 @@ def _hub_reachable(timeout_s: float = 5.0) -> bool:
         return False
 
 
-def _cached_config(hub_id: str, revision: str | None) -> dict[str, Any] | None:
-    """The hub id's config from the local cache, or None where it is not cached."""
+def _hub_config(hub_id: str, revision: str | None, local_only: bool) -> dict[str, Any]:
+    """The hub id's config, from the local cache only or fetched; raises one of ``_READ_ERRORS`` where it can't."""
     from transformers import AutoConfig
 
-    try:
-        config: dict[str, Any] = AutoConfig.from_pretrained(hub_id, revision=revision, local_files_only=True).to_dict()
-    except _READ_ERRORS:
-        return None
-    return config
+    config = AutoConfig.from_pretrained(hub_id, revision=revision, local_files_only=local_only)
+    found: dict[str, Any] = config.to_dict()
+    return found
 
 
 def _load_from_hub(hub_id: str, revision: str | None) -> GPT2LMHeadModel:
-    cached = _cached_config(hub_id, revision)
-    if cached is not None:  # the local cache first: works offline once downloaded, checked as a folder is
+    cached: dict[str, Any] | None
+    try:  # the local cache first: works offline once downloaded, checked as a folder is
+        cached = _hub_config(hub_id, revision, local_only=True)
+    except _READ_ERRORS:
+        cached = None
+    if cached is not None:
         _check_architecture(cached, hub_id)
         try:
             return _from_pretrained(hub_id, None, revision, local_files_only=True)
@@ -192,12 +193,10 @@ def _load_from_hub(hub_id: str, revision: str | None) -> GPT2LMHeadModel:
             f"'{hub_id}' is not a local folder and the Hugging Face Hub cannot be reached (nor is it cached); "
             f"{_OFFLINE_CHOICES}"
         )
-    from transformers import AutoConfig
-
     try:
-        config = AutoConfig.from_pretrained(hub_id, revision=revision).to_dict()
+        config = _hub_config(hub_id, revision, local_only=False)
     except _READ_ERRORS as exc:
-        raise ModelLoadError(f"cannot fetch '{hub_id}' from the Hugging Face Hub: {str(exc).splitlines()[0]}") from exc
+        raise ModelLoadError(f"cannot fetch '{hub_id}' from the Hugging Face Hub: {first_line(exc)}") from exc
     _check_architecture(config, hub_id)
     return _from_pretrained(hub_id, None, revision)
 
@@ -223,7 +222,7 @@ def load_tokenizer(spec: str, revision: str | None = None) -> PreTrainedTokenize
         return AutoTokenizer.from_pretrained(str(Path(spec).expanduser()) if local else spec, revision=revision)
     except _READ_ERRORS as exc:
         raise ModelLoadError(
-            f"no usable tokenizer in '{spec}' ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            f"no usable tokenizer in '{spec}' ({first_line(exc)}); "
             f"pass --tokenizer FOLDER or --tokenizer {PACKAGED_TOKENIZER}"
         ) from exc
 

@@ -13,7 +13,7 @@ import torch
 
 from exporters.graph_module import graph_module
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx.errors import ExportError, first_line
 from gpt2_onnx.names import (
     ATTENTION_MASK,
     DECODE,
@@ -103,7 +103,7 @@ def trace_graph(model: GPT2LMHeadModel, kind: GraphKind, dims: ModelDims, opset:
                 verbose=False,
             )
     except Exception as exc:  # torch.onnx raises many unrelated types; all mean the same here
-        raise ExportError(f"tracing the {kind} graph failed: {str(exc).splitlines()[0]}") from exc
+        raise ExportError(f"tracing the {kind} graph failed: {first_line(exc)}") from exc
     if program is None:
         raise ExportError(f"tracing the {kind} graph returned nothing")
     return program.model

@@ -21,7 +21,7 @@ import onnx
 import onnx_ir as ir
 
 from exporters.quantize_graph import CONTRIB_DOMAIN, QuantizedTables, QuantSettings, quantize_weights
-from exporters.transforms import check_tied_head
+from exporters.transforms import check_tied_head, head_initializers
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError
 from gpt2_onnx.names import GraphKind
@@ -111,11 +111,7 @@ def check_variant_tie(
         return
     bits = variant.quantization.bits
     table, scales = f"{embedding}.int{bits}", f"{embedding}.scales"
-    floats = [
-        t.name
-        for t in proto.graph.initializer
-        if tuple(t.dims) in {(dims.vocab_size, dims.n_embd), (dims.n_embd, dims.vocab_size)}
-    ]
+    floats = head_initializers(proto, dims)
     if floats:
         raise ExportError(f"{what}: float [vocab × d] initializers {floats} remain beside the quantized table")
     for name in (table, scales):

@@ -22,7 +22,15 @@ __all__ = [
     "RuntimeVersionError",
     "UnsupportedModelError",
     "UnsupportedOpsetError",
+    "first_line",
 ]
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's exception message (or its type's name when it has none), to quote in a
+    one-line error."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class Gpt2OnnxError(Exception):

@@ -31,6 +31,7 @@ from gpt2_onnx.versions import version_tuple
 if TYPE_CHECKING:
     from exporters.graphs import ExportedGraphs
     from exporters.source import SourceModel
+    from runtimes.session import LoadedExport
 
 __all__ = ["ExportResult", "export_model", "min_onnxruntime_for"]
 
@@ -150,15 +151,13 @@ def _encoder(source: SourceModel) -> Callable[[str], list[int]]:
 
 
 def _check_parity(
-    folder: Path, source: SourceModel, prompts: tuple[tuple[int, ...], ...], steps: int, precision: str
+    loaded: LoadedExport, source: SourceModel, prompts: tuple[tuple[int, ...], ...], steps: int, precision: str
 ) -> ParityReport:
     """The export's own parity check (CPU, the precision's tolerances): prefill, chained decode, empty past,
     padded batch."""
     from exporters.reference import ReferenceModel
     from gpt2_onnx.checks import ParitySuite
-    from runtimes.session import LoadedExport, RuntimeOptions
 
-    loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu"))
     suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance_for(precision), ParityReport())
     suite.prefill_and_decode_chain(prompts[0], steps)
     suite.decode_with_empty_past(prompts[0])
@@ -166,21 +165,16 @@ def _check_parity(
     return suite.report
 
 
-def _golden_from_export(folder: Path, manifest: Manifest, source: SourceModel) -> Manifest:
-    """Replace golden.json by the export's own greedy tokens and logits (ONNX Runtime, CPU): a reduced precision
+def _golden_from_export(loaded: LoadedExport, manifest: Manifest, source: SourceModel) -> Manifest:
+    """Write golden.json from the export's own greedy tokens and logits (ONNX Runtime, CPU): a reduced precision
     does not reproduce the source model's tokens exactly, but a consumer's runtime should reproduce the export's.
-    Returns the manifest with golden.json's new record, written."""
-    from exporters.golden import GOLDEN_PROMPTS, GOLDEN_STEPS
+    Returns the manifest with golden.json's record, written."""
     from runtimes.golden_check import golden_from_export
-    from runtimes.session import LoadedExport, RuntimeOptions
 
-    loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu"))
-    prompts = [_encoder(source)(text)[: max(1, manifest.dims.n_positions - GOLDEN_STEPS)] for text in GOLDEN_PROMPTS]
-    golden = golden_from_export(loaded, list(GOLDEN_PROMPTS), prompts, GOLDEN_STEPS, _GOLDEN_ATOL[manifest.precision])
-    del loaded
-    name = write_golden(folder, golden)
-    manifest = replace(manifest, files={**manifest.files, **file_records(folder, [name])})
-    write_manifest(folder, manifest)
+    golden = golden_from_export(loaded, _encoder(source), _GOLDEN_ATOL[manifest.precision])
+    name = write_golden(loaded.folder, golden)
+    manifest = replace(manifest, files={**manifest.files, **file_records(loaded.folder, [name])})
+    write_manifest(loaded.folder, manifest)
     return manifest
 
 
@@ -193,12 +187,14 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
     from exporters.source import load_source
     from exporters.tokenizer_files import save_tokenizer_files
     from exporters.variants import GraphVariant
+    from runtimes.session import LoadedExport, RuntimeOptions
 
     check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
     with stages.stage("load model"):
         source = load_source(options.model, options.seed, options.tokenizer, options.revision)
     dims = source.dims
+    reduced = options.precision_name != "float32"
     export_id = uuid.uuid4().hex
     parity: ParityReport | None = None
     with StagedFolder(options.output, options.force) as staged:
@@ -216,21 +212,24 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
         with stages.stage("save tokenizer and manifest"):
             others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
             others += save_model_configs(source.model, staged.path)
-            golden = build_golden(
-                ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32.logits_atol or 0.0
-            )
-            others.append(write_golden(staged.path, golden))
+            if not reduced:  # a reduced precision's golden vectors are the export's own (below)
+                golden = build_golden(
+                    ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32.logits_atol or 0.0
+                )
+                others.append(write_golden(staged.path, golden))
             manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
             genai = write_genai_config(staged.path, manifest)  # from the manifest, then listed in it
             manifest = replace(manifest, files={**manifest.files, **file_records(staged.path, [genai])})
             write_manifest(staged.path, manifest)
-        if options.precision_name != "float32":
+        # One CPU load of the written export serves its golden vectors and its parity check.
+        loaded = LoadedExport.load(staged.path, RuntimeOptions(provider="cpu")) if reduced or options.check else None
+        if reduced and loaded is not None:
             with stages.stage("golden vectors of the export"):
-                manifest = _golden_from_export(staged.path, manifest, source)
-        if options.check:
+                manifest = _golden_from_export(loaded, manifest, source)
+        if options.check and loaded is not None:
             with stages.stage("check parity"):
                 parity = _check_parity(
-                    staged.path,
+                    loaded,
                     source,
                     _check_prompts(source, dims, options.decode_check_steps),
                     options.decode_check_steps,
@@ -238,5 +237,6 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
                 )
             if not parity.ok:
                 raise ExportCheckError(f"the export does not match the source model: {parity.summary()}")
+        del loaded  # its sessions map the weights file
         folder = staged.commit()
     return ExportResult(folder, manifest, parity, dict(stages.timings))

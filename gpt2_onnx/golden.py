@@ -10,17 +10,36 @@ exactly and top-5 logits within ``logits_atol``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gpt2_onnx.errors import ManifestError
 
-__all__ = ["GOLDEN_FILE", "GoldenCase", "GoldenSet", "read_golden", "write_golden"]
+__all__ = [
+    "GOLDEN_FILE",
+    "GOLDEN_PROMPTS",
+    "GOLDEN_STEPS",
+    "GoldenCase",
+    "GoldenSet",
+    "golden_case",
+    "golden_prompt_ids",
+    "read_golden",
+    "write_golden",
+]
 
 GOLDEN_FILE = "golden.json"
 GOLDEN_FORMAT = "gpt2-onnx-golden"
 GOLDEN_SCHEMA = 1
+GOLDEN_PROMPTS = (
+    "The quick brown fox",
+    "Hello, my name is",
+    "In a shocking finding, scientists discovered a herd of unicorns living in a remote valley",
+)
+GOLDEN_STEPS = 16
 
 
 @dataclass(frozen=True)
@@ -50,6 +69,25 @@ class GoldenSet:
             ),
             "cases": [case.__dict__ for case in self.cases],
         }
+
+
+def golden_prompt_ids(
+    encode: Callable[[str], list[int]], n_positions: int, prompts: Sequence[str], steps: int
+) -> list[list[int]]:
+    """Each prompt's ids, cut so that prompt and greedy continuation fit the model's positions."""
+    return [[int(i) for i in encode(prompt)[: max(1, n_positions - steps)]] for prompt in prompts]
+
+
+def golden_case(prompt: str, ids: Sequence[int], greedy: Sequence[int], last_logits: np.ndarray) -> GoldenCase:
+    """One case from a prompt's ids, its greedy continuation and its last position's logits (V,)."""
+    top = np.argsort(-last_logits)[:5]
+    return GoldenCase(
+        prompt,
+        [int(i) for i in ids],
+        [int(t) for t in greedy],
+        [int(i) for i in top],
+        [float(last_logits[i]) for i in top],
+    )
 
 
 def write_golden(folder: Path, golden: GoldenSet) -> str:

@@ -7,12 +7,19 @@ file's tolerance.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.golden import GoldenCase, GoldenSet, read_golden
+from gpt2_onnx.golden import (
+    GOLDEN_PROMPTS,
+    GOLDEN_STEPS,
+    GoldenSet,
+    golden_case,
+    golden_prompt_ids,
+    read_golden,
+)
 from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors, compare_tokens
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.sampling import greedy
@@ -39,16 +46,20 @@ def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple
 
 
 def golden_from_export(
-    loaded: LoadedExport, prompts: Sequence[str], prompt_ids: Sequence[list[int]], steps: int, logits_atol: float
+    loaded: LoadedExport,
+    encode: Callable[[str], list[int]],
+    logits_atol: float,
+    prompts: Sequence[str] = GOLDEN_PROMPTS,
+    steps: int = GOLDEN_STEPS,
 ) -> GoldenSet:
     """Golden vectors computed by ``loaded`` itself: for exports whose precision the source model does not share."""
     import onnxruntime as ort
 
+    n_positions = loaded.manifest.dims.n_positions
     cases = []
-    for prompt, ids in zip(prompts, prompt_ids, strict=True):
+    for prompt, ids in zip(prompts, golden_prompt_ids(encode, n_positions, prompts, steps), strict=True):
         chosen, last = greedy_ids(loaded, ids, steps)
-        top = np.argsort(-last)[:5]
-        cases.append(GoldenCase(prompt, list(ids), chosen.tolist(), top.tolist(), [float(last[i]) for i in top]))
+        cases.append(golden_case(prompt, ids, chosen.tolist(), last))
     precision = loaded.manifest.precision
     return GoldenSet(cases, logits_atol, f"this export ({precision}) on ONNX Runtime {ort.__version__}, CPU provider")
 

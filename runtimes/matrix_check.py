@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
+from gpt2_onnx.versions import installed_versions
 
 __all__ = ["CellResult", "CellStatus", "check_cell", "main"]
 
@@ -41,13 +41,6 @@ class CellResult:
         return json.dumps(asdict(self))
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
 def check_cell(folder: Path) -> CellResult:
     """Load ``folder`` on the CPU provider with default session options; compare it with its golden.json."""
     import onnxruntime as ort
@@ -56,7 +49,7 @@ def check_cell(folder: Path) -> CellResult:
     from runtimes.session import LoadedExport
 
     def result(status: CellStatus, detail: str) -> CellResult:
-        return CellResult(ort.__version__, _version("numpy"), status, detail)
+        return CellResult(ort.__version__, installed_versions(("numpy",)).get("numpy", "absent"), status, detail)
 
     try:
         loaded = LoadedExport.load(folder)

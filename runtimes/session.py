@@ -23,6 +23,7 @@ from gpt2_onnx.errors import (
     InvalidInputError,
     ManifestError,
     RuntimeVersionError,
+    first_line,
 )
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import GRAPHS, GraphKind
@@ -204,8 +205,7 @@ def onnxruntime_errors(what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # onnxruntime's pybind errors share no importable base class
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InferenceError(f"ONNX Runtime failed running {what}: {first}") from exc
+        raise InferenceError(f"ONNX Runtime failed running {what}: {first_line(exc)}") from exc
 
 
 class LoadedExport:
@@ -269,9 +269,7 @@ class LoadedExport:
                         provider_options=provider_options,
                     )
             except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
-                raise Gpt2OnnxError(
-                    f"ONNX Runtime cannot load {path.name}: {str(exc).strip().splitlines()[0]}"
-                ) from exc
+                raise Gpt2OnnxError(f"ONNX Runtime cannot load {path.name}: {first_line(exc)}") from exc
             check_session_provider(session.get_providers(), options.provider, path.name)
             _check_io(session, manifest, kind, path)
             sessions[kind] = session

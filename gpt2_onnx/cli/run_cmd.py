@@ -160,7 +160,7 @@ def run(
             raise InvalidInputError(f"prompt {index} is empty")
     chosen = cast("ProviderName", provider)  # click.Choice admits only these names
     runtime = RuntimeOptions(provider=chosen, intra_op_threads=threads, share_weights=not prepack_weights)
-    model = Gpt2Onnx.load(folder, chosen, runtime)
+    model = Gpt2Onnx.load(folder, options=runtime)
     stream = not (as_json or no_stream or batch_size > 1)
     for batch in _batches(prompts, batch_size):
         if stream:
