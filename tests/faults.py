@@ -3,20 +3,20 @@ updated to match, so file hashes alone would not give it away)."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from gpt2_onnx.hashing import sha256_file
+from gpt2_onnx.manifest import file_records, read_manifest, write_manifest
 
 
 def refresh_manifest_record(folder: Path, name: str) -> None:
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["files"][name] = {"size": (folder / name).stat().st_size, "sha256": sha256_file(folder / name)}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    """Record ``name``'s new size and sha256 in the manifest, so that only what the file computes gives it away."""
+    manifest = read_manifest(folder)
+    write_manifest(folder, replace(manifest, files={**manifest.files, **file_records(folder, [name])}))
 
 
 def corrupt_weight(folder: Path, tensor: str, refresh: bool) -> None:
@@ -31,7 +31,7 @@ def corrupt_weight(folder: Path, tensor: str, refresh: bool) -> None:
         refresh_manifest_record(folder, "model.onnx.data")
 
 
-def _save_graph(folder: Path, kind: str, graph: onnx.ModelProto) -> None:
+def save_graph(folder: Path, kind: str, graph: onnx.ModelProto) -> None:
     (folder / f"{kind}.onnx").write_bytes(graph.SerializeToString())
     refresh_manifest_record(folder, f"{kind}.onnx")
 
@@ -49,7 +49,7 @@ def swap_kv_outputs(folder: Path, kind: str, first: str, second: str) -> None:
             helper.make_node("Identity", [renamed[first]], [second], name="planted/swap1"),
         ]
     )
-    _save_graph(folder, kind, graph)
+    save_graph(folder, kind, graph)
 
 
 def shift_positions(folder: Path, kind: str, by: int = 1) -> None:
@@ -60,4 +60,4 @@ def shift_positions(folder: Path, kind: str, by: int = 1) -> None:
         if node.op_type == "Gather" and list(node.input)[1:] == ["position_ids"]:
             node.input[1] = "planted/positions"
     graph.graph.node.insert(0, helper.make_node("Add", ["position_ids", "planted/shift"], ["planted/positions"]))
-    _save_graph(folder, kind, graph)
+    save_graph(folder, kind, graph)

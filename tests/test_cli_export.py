@@ -15,23 +15,19 @@ from click.testing import CliRunner, Result
 
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import ExportError
+from tests.helpers import leftovers, one_error_line
 
 
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def leftovers(parent: Path) -> list[str]:
-    return [p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name]
-
-
 def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
     assert result.exit_code == code, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1, result.output
+    error = one_error_line(result.output)
     assert "Traceback" not in result.output
     for fragment in fragments:
-        assert fragment in errors[0], errors[0]
+        assert fragment in error, error
 
 
 def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -212,8 +208,7 @@ def test_cached_hub_id_of_another_architecture_is_refused(tiny_checkpoint: Path,
     fake_hub_cache(tmp_path / "hub", "some-org/gpt2-classifier", checkpoint)
     done = offline_export(tmp_path / "hub", "some-org/gpt2-classifier", tmp_path / "out")
     assert done.returncode == 2, done.stderr
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "GPT2ForSequenceClassification" in errors[0], done.stderr
+    assert "GPT2ForSequenceClassification" in one_error_line(done.stderr), done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 

@@ -9,6 +9,7 @@ from click.testing import CliRunner, Result
 
 from gpt2_onnx.cli import cli
 from runtimes import GenerationOptions, Gpt2Onnx
+from tests.helpers import one_error_line
 
 
 def invoke(*args: str, stdin: str | None = None) -> Result:
@@ -67,8 +68,7 @@ def test_run_sampling_with_a_seed_is_reproducible(tiny_export: Path) -> None:
 
 def assert_error(result: Result, code: int, fragment: str) -> None:
     assert result.exit_code == code, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and fragment in errors[0], result.output
+    assert fragment in one_error_line(result.output), result.output
 
 
 def test_run_cuda_here_fails_with_one_line(tiny_export: Path) -> None:

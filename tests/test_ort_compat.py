@@ -23,6 +23,7 @@ from gpt2_onnx.config import PRECISIONS, SUPPORTED_OPSETS
 from gpt2_onnx.errors import RuntimeVersionError
 from gpt2_onnx.export import _MIN_ORT_VARIANT, min_onnxruntime_for
 from gpt2_onnx.versions import version_tuple
+from tests.helpers import edit_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 FUTURE = "99.0.0"
@@ -41,10 +42,7 @@ matrix = _matrix()
 
 
 def _require_future_runtime(folder: Path) -> None:
-    manifest = folder / "manifest.json"
-    data = json.loads(manifest.read_text(encoding="utf-8"))
-    data["min_onnxruntime"] = FUTURE
-    manifest.write_text(json.dumps(data), encoding="utf-8")
+    edit_manifest(folder, lambda m: m.__setitem__("min_onnxruntime", FUTURE))
 
 
 def test_manifest_records_the_opset_minimum_and_lowest_ir(tiny_export: Path) -> None:

@@ -26,12 +26,10 @@ from gpt2_onnx.errors import InvalidInputError, ManifestError
 from runtimes import GenerationOptions, Gpt2Onnx
 from runtimes.session import LoadedExport
 from runtimes.validation import validate_feeds
+from tests.faults import save_graph
+from tests.helpers import edit_manifest, leftovers, one_error_line
 
 EXPORT = [sys.executable, "-m", "gpt2_onnx", "export"]
-
-
-def leftovers(parent: Path) -> list[str]:
-    return sorted(p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name)
 
 
 def wait_for_staging(parent: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
@@ -71,8 +69,7 @@ def test_full_disk_leaves_nothing(tiny_checkpoint: Path, tmp_path: Path) -> None
         timeout=300,
     )
     assert done.returncode == 2, done.stderr
-    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "File too large" in errors[0]
+    assert "File too large" in one_error_line(done.stderr)
     assert not out.exists() and leftovers(tmp_path) == []
 
 
@@ -175,19 +172,6 @@ def test_runtime_is_safe_across_threads_while_streaming(tiny_export: Path) -> No
     assert seen == [expected] * 6
 
 
-def edit_manifest(folder: Path, change: Callable[[dict[str, object]], None]) -> None:
-    data = json.loads((folder / "manifest.json").read_text())
-    change(data)
-    (folder / "manifest.json").write_text(json.dumps(data))
-
-
-def save_decode_graph(folder: Path, graph: onnx.ModelProto) -> None:
-    """Write an edited decode graph and record its new size, so that only the edit itself is refused."""
-    (folder / "decode.onnx").write_bytes(graph.SerializeToString())
-    size = (folder / "decode.onnx").stat().st_size
-    edit_manifest(folder, lambda m: m["files"]["decode.onnx"].__setitem__("size", size))  # type: ignore[index]
-
-
 @pytest.mark.parametrize("name", ["../decode.onnx", "/etc/passwd", "sub/decode.onnx", ".."])
 def test_manifest_paths_must_stay_in_the_folder(copy_export: Callable[[], Path], name: str) -> None:
     folder = copy_export()
@@ -203,7 +187,7 @@ def test_external_data_pointing_outside_the_folder_is_refused(copy_export: Calla
     for entry in tensor.external_data:
         if entry.key == "location":
             entry.value = "../model.onnx.data"
-    save_decode_graph(folder, graph)
+    save_graph(folder, "decode", graph)
     with pytest.raises(ManifestError, match=r"points at external data '\.\./model\.onnx\.data'"):
         LoadedExport.load(folder)
 
@@ -301,8 +285,7 @@ def test_output_folder_without_write_permission(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
     result = CliRunner().invoke(cli, ["export", "--model", "random:tiny", "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert errors == [f"Error: cannot write into '{tmp_path}' (permission denied)"]
+    assert one_error_line(result.output) == f"Error: cannot write into '{tmp_path}' (permission denied)"
     assert "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []
 
@@ -368,7 +351,7 @@ def test_external_data_in_a_constant_node_is_refused(copy_export: Callable[[], P
         value.external_data.add(key=key, value=text)
     constant = onnx.helper.make_node("Constant", [], ["escape_out"], value=value)
     graph.graph.node.insert(0, constant)
-    save_decode_graph(folder, graph)
+    save_graph(folder, "decode", graph)
     with pytest.raises(ManifestError, match=r"tensor 'escape' points at external data '/etc/passwd'"):
         LoadedExport.load(folder)
 
