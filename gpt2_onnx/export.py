@@ -27,6 +27,7 @@ from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.progress import StageReporter, Stages
 from gpt2_onnx.tolerances import tolerance_for
 from gpt2_onnx.versions import version_tuple
+from gpt2_onnx.weights_index import ExternalTensorRef, index_of_graphs
 
 if TYPE_CHECKING:
     from exporters.graphs import ExportedGraphs
@@ -102,6 +103,7 @@ def _build_manifest(
         dims=dims,
         graphs=records,
         weights_file=graphs.weights.file_name,
+        weights_index=_weights_index(folder, list(graphs.files.values())),
         files=file_records(folder, names),
         opset=options.opset,
         ir_version=graphs.ir_version,
@@ -128,6 +130,14 @@ def _build_manifest(
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         },
     )
+
+
+def _weights_index(folder: Path, graph_files: list[str]) -> tuple[ExternalTensorRef, ...]:
+    """The weights file's table of contents as the saved graphs state it (what the manifest repeats)."""
+    import onnx
+
+    graphs = [(onnx.load(str(folder / name), load_external_data=False), folder / name) for name in graph_files]
+    return index_of_graphs(graphs)
 
 
 def _token_id(value: object) -> int | None:

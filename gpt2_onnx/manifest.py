@@ -2,8 +2,8 @@
 
 The manifest states what a consumer needs without reading the graphs: model dimensions, every input and output with
 dtype and dimension meaning, the position-id rule, special token ids, opset and IR version, the minimum ONNX Runtime,
-each file with size and sha256, and how the export was made. Runtimes load a folder through it and refuse a folder
-whose files do not match it.
+each file with size and sha256, where each tensor lies in the weights file (``weights_index``), and how the export
+was made. Runtimes load a folder through it and refuse a folder whose files do not match it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gpt2_onnx.names import (
     GraphKind,
     TensorSpec,
 )
+from gpt2_onnx.weights_index import ExternalTensorRef, index_from_json
 
 __all__ = [
     "FORMAT",
@@ -77,6 +78,9 @@ class Manifest:
     model: dict[str, Any] = field(default_factory=dict)  # source, seed, revision, activation, tied head, …
     tokens: dict[str, int | None] = field(default_factory=dict)  # bos/eos/pad token ids
     export: dict[str, Any] = field(default_factory=dict)  # options, tool and library versions, time
+    # Each tensor of the weights file (name, dtype, shape, offset, length), in file order. Empty when the manifest
+    # predates it (it was added without a schema change: readers that do not know it ignore it).
+    weights_index: tuple[ExternalTensorRef, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +105,7 @@ class Manifest:
                 for kind, record in self.graphs.items()
             },
             "weights_file": self.weights_file,
+            **({"weights_index": [ref.to_json() for ref in self.weights_index]} if self.weights_index else {}),
             "files": {name: {"size": rec.size, "sha256": rec.sha256} for name, rec in sorted(self.files.items())},
             "export": self.export,
         }
@@ -163,10 +168,14 @@ def _parse(data: dict[str, Any], path: Path) -> Manifest:
         for name, rec in data["files"].items()
     }
     extras = {key: value for key, value in model.items() if key not in _dims_json(dims)}
+    weights_file = plain_file_name(data["weights_file"], f"{path} weights_file")
+    index = data.get("weights_index")
+    weights_size = files[weights_file].size if weights_file in files else None
     return Manifest(
         dims=dims,
         graphs=graphs,
-        weights_file=plain_file_name(data["weights_file"], f"{path} weights_file"),
+        weights_file=weights_file,
+        weights_index=() if index is None else index_from_json(index, weights_size, f"{path} weights_index"),
         files=files,
         opset=int(data["opset"]),
         ir_version=int(data["ir_version"]),

@@ -1,8 +1,8 @@
 """Load an export folder through its manifest into one ONNX Runtime session per graph, checked against the manifest.
 
 A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size than the manifest
-states, when a graph's external data points outside the folder, when the graphs' inputs or outputs differ from the
-manifest, or when the graphs come from different exports.
+states, when a graph's external data points outside the folder or disagrees with the manifest's ``weights_index``,
+when the graphs' inputs or outputs differ from the manifest, or when the graphs come from different exports.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from gpt2_onnx.errors import (
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import GRAPHS, GraphKind
 from gpt2_onnx.versions import version_tuple
+from gpt2_onnx.weights_index import check_index_covers
 from runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
 from runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
@@ -253,6 +254,8 @@ class LoadedExport:
             except Exception as exc:  # protobuf's DecodeError and OSError alike
                 raise ManifestError(f"{path} is not a readable ONNX graph: {exc}") from exc
             _check_external_data(graph, manifest, path)
+            if manifest.weights_index:  # what C++/C# consumers map must be what the graphs read
+                check_index_covers(manifest.weights_index, graph, path)
             if export_id is not None and _graph_export_id(graph) != export_id:
                 raise ManifestError(f"{path.name} belongs to another export than manifest.json (export ids differ)")
             session_options = _session_options(options)

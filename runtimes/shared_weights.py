@@ -18,8 +18,6 @@ shared this way: MatMulNBits without its prepacked layout is ~30× slower (see r
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +25,7 @@ import numpy as np
 import onnx
 
 from gpt2_onnx.errors import ManifestError
+from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -36,36 +35,6 @@ __all__ = ["DISABLE_PREPACKING", "ExternalTensorRef", "SharedWeights", "external
 log = logging.getLogger(__name__)
 
 DISABLE_PREPACKING = "session.disable_prepacking"  # ONNX Runtime session config key
-
-
-@dataclass(frozen=True)
-class ExternalTensorRef:
-    """Where one initializer's bytes lie in the weights file, as its graph states."""
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
-    offset: int
-    length: int
-
-
-def external_tensors(graph: onnx.ModelProto, path: Path) -> Iterator[ExternalTensorRef]:
-    """The graph's external initializers (those in the weights file), checked for a consistent length."""
-    for tensor in graph.graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        try:
-            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-            offset, length = int(info.get("offset", 0)), int(info["length"])
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ManifestError(f"{path.name}: tensor '{tensor.name}' has unreadable external data ({exc})") from exc
-        shape = tuple(int(d) for d in tensor.dims)
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
-            raise ManifestError(
-                f"{path.name}: tensor '{tensor.name}' {list(shape)} {dtype} does not fill {length} bytes"
-            )
-        yield ExternalTensorRef(tensor.name, dtype, shape, offset, length)
 
 
 class SharedWeights:

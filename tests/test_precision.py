@@ -17,6 +17,7 @@ from gpt2_onnx.errors import ExportError, InvalidInputError
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import DECODE, GRAPHS
 from gpt2_onnx.tolerances import tolerance_for
+from gpt2_onnx.weights_index import INDEX_DTYPES, index_of_graphs
 from runtimes.generation import GenerationOptions, generate_ids
 from runtimes.golden_check import check_golden
 from runtimes.session import LoadedExport
@@ -41,6 +42,9 @@ def test_manifest_records_precision_and_runtime(precision_export: tuple[str, Pat
     assert manifest.export["options"]["precision"] == precision
     assert manifest.min_onnxruntime
     assert tolerance_for(manifest.precision).basis != "provisional"
+    graphs = ((load_graph(folder, kind), folder / f"{kind}.onnx") for kind in GRAPHS)
+    assert manifest.weights_index == index_of_graphs(graphs)  # the map the C++ sample could read
+    assert {ref.dtype.name for ref in manifest.weights_index} <= set(INDEX_DTYPES)
 
 
 def test_weights_shrink_and_stay_in_one_file(precision_export: tuple[str, Path], tiny_export: Path) -> None:
