@@ -2,6 +2,8 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdint>
+#include <set>
 
 namespace gpt2 {
 namespace {
@@ -44,6 +46,16 @@ GraphSpec graph_spec(const json& graphs, const std::string& kind, const std::fil
           tensor_specs(entry.at("inputs")), tensor_specs(entry.at("outputs"))};
 }
 
+std::vector<WeightEntry> weights_index(const json& entries) {
+  std::vector<WeightEntry> index;
+  for (const auto& entry : entries) {
+    index.push_back({entry.at("name").get<std::string>(), entry.at("dtype").get<std::string>(),
+                     entry.at("shape").get<std::vector<int64_t>>(), entry.at("offset").get<uint64_t>(),
+                     entry.at("length").get<uint64_t>()});
+  }
+  return index;
+}
+
 std::optional<int64_t> optional_id(const json& tokens, const char* key) {
   if (!tokens.contains(key) || tokens.at(key).is_null()) return std::nullopt;
   return tokens.at(key).get<int64_t>();
@@ -74,6 +86,19 @@ Manifest read_manifest(const std::filesystem::path& folder) {
     m.n_positions = model.at("n_positions").get<int64_t>();
     m.opset = data.at("opset").get<int64_t>();
     m.min_onnxruntime = data.value("min_onnxruntime", "");
+    m.precision = data.value("precision", "float32");
+    m.weights_file = plain_file_name(data.at("weights_file").get<std::string>(), path.string() + " weights_file");
+    if (data.contains("weights_index")) {
+      m.weights_index = weights_index(data.at("weights_index"));
+      const json& files = data.at("files");
+      if (files.contains(m.weights_file)) {
+        try {
+          check_weights_index(m.weights_index, files.at(m.weights_file).at("size").get<uint64_t>());
+        } catch (const ExportFolderError& e) {
+          throw ExportFolderError(path.string() + " " + e.what());
+        }
+      }
+    }
     const json tokens = data.value("tokens", json::object());
     m.eos_token_id = optional_id(tokens, "eos_token_id");
     m.pad_token_id = optional_id(tokens, "pad_token_id");
@@ -82,6 +107,43 @@ Manifest read_manifest(const std::filesystem::path& folder) {
     return m;
   } catch (const json::exception& e) {
     throw ExportFolderError(path.string() + " is malformed: " + e.what());
+  }
+}
+
+size_t dtype_size(const std::string& dtype) {
+  if (dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "float16") return 2;
+  if (dtype == "uint8" || dtype == "int8") return 1;
+  if (dtype == "int64") return 8;
+  return 0;
+}
+
+void check_weights_index(const std::vector<WeightEntry>& index, uint64_t file_size) {
+  std::set<std::string> names;
+  uint64_t end_of_previous = 0;
+  for (const auto& entry : index) {
+    const std::string tensor = "weights_index: tensor '" + entry.name + "'";
+    const size_t element = dtype_size(entry.dtype);
+    if (element == 0) throw ExportFolderError(tensor + " has dtype '" + entry.dtype + "', which this sample cannot map");
+    uint64_t elements = 1;
+    for (const int64_t dim : entry.shape) {
+      if (dim < 0) throw ExportFolderError(tensor + " has a negative dimension");
+      if (dim > 0 && elements > UINT64_MAX / static_cast<uint64_t>(dim)) {
+        throw ExportFolderError(tensor + " has more elements than can be counted");
+      }
+      elements *= static_cast<uint64_t>(dim);
+    }
+    if (elements * element != entry.length) {
+      throw ExportFolderError(tensor + " does not fill its " + std::to_string(entry.length) + " bytes");
+    }
+    if (entry.offset > file_size || entry.length > file_size - entry.offset) {
+      throw ExportFolderError(tensor + " lies beyond the end of the weights file");
+    }
+    if (entry.offset < end_of_previous) {
+      throw ExportFolderError(tensor + " overlaps the tensor before it (or the index is not in file order)");
+    }
+    if (!names.insert(entry.name).second) throw ExportFolderError(tensor + " is listed twice");
+    end_of_previous = entry.offset + entry.length;
   }
 }
 

@@ -22,6 +22,15 @@ struct TensorSpec {
   std::string dtype;  // "int64", "float32" or "float16"
 };
 
+// Where one tensor lies in the weights file (manifest.json's weights_index).
+struct WeightEntry {
+  std::string name;
+  std::string dtype;            // "float32", "float16", "uint8", "int8", "int32" or "int64"
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;          // bytes from the start of the weights file
+  uint64_t length = 0;          // bytes: the product of shape × the dtype's size
+};
+
 struct GraphSpec {
   std::string file;                 // a plain file name inside the export folder
   std::vector<TensorSpec> inputs;   // in graph order: input_ids, attention_mask, position_ids[, past…]
@@ -37,6 +46,9 @@ struct Manifest {
   int64_t n_positions = 0;  // longest sequence (prompt + generated) the model covers
   int64_t opset = 0;
   std::string min_onnxruntime;  // oldest ONNX Runtime known to load the graphs, "1.16.0"
+  std::string precision;        // "float32", "float16", "int8" or "int4"
+  std::string weights_file;     // the one external-data file both graphs read, inside the folder
+  std::vector<WeightEntry> weights_index;  // its tensors in file order; empty in exports made before it existed
   std::optional<int64_t> eos_token_id;
   std::optional<int64_t> pad_token_id;
   GraphSpec prefill;  // prompt → logits of the last position (B, 1, V) and the KV cache
@@ -57,6 +69,13 @@ struct Golden {
 };
 
 Manifest read_manifest(const std::filesystem::path& folder);
+
+// Bytes per element of a weights_index dtype; 0 for a dtype this sample does not know.
+size_t dtype_size(const std::string& dtype);
+
+// Refuses (ExportFolderError) an index with an unknown dtype, a length that does not fit the shape, a name given
+// twice, two tensors that overlap, or a tensor beyond file_size. Expects file order (ascending offsets).
+void check_weights_index(const std::vector<WeightEntry>& index, uint64_t file_size);
 Golden read_golden(const std::filesystem::path& file);
 
 }  // namespace gpt2

@@ -7,7 +7,10 @@
 // The Python twin is runtimes/golden_check.py.
 //
 //   gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] [--threads N]
-//                     [--no-batch]
+//                     [--no-batch] [--ort-loads-weights]
+//
+// It prints how the sessions got their weights (one shared map, or ONNX Runtime's own loading per session with
+// --ort-loads-weights) and the process's resident memory with both sessions loaded and after the check (Linux).
 //
 // Exit status: 0 all match, 1 a mismatch, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
 #include <onnxruntime_cxx_api.h>
@@ -16,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -69,6 +73,8 @@ Args parse_args(int argc, char** argv) {
       args.runtime.intra_op_threads = to_int(value(), arg);
     } else if (arg == "--no-batch") {
       args.batch = false;
+    } else if (arg == "--ort-loads-weights") {
+      args.runtime.share_weights = false;
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option " + arg);
     } else if (args.folder.empty()) {
@@ -204,6 +210,32 @@ void check_golden(gpt2::ExportSessions& sessions, const gpt2::Golden& golden, bo
   }
 }
 
+// This process's resident memory in MiB (VmRSS of /proc/self/status); -1 where the system has no such file.
+long resident_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10) / 1024;  // kB → MiB
+  }
+  return -1;
+}
+
+void print_memory(const std::string& when) {
+  const long mib = resident_mib();
+  if (mib >= 0) std::cout << "memory: RSS " << mib << " MiB " << when << "\n";
+}
+
+void print_weights(const gpt2::ExportSessions& sessions) {
+  const gpt2::MappedWeights* shared = sessions.shared_weights();
+  if (shared != nullptr) {
+    std::cout << "weights: one map of " << sessions.manifest().weights_file << " (" << shared->tensor_count()
+              << " tensors, " << shared->mapped_bytes() / (1024 * 1024) << " MiB) shared by both sessions, "
+              << "prepacking off\n";
+  } else {
+    std::cout << "weights: loaded by ONNX Runtime for each session\n";
+  }
+}
+
 // "1.31.1" < "1.16.0"? Compared as numbers, part by part; a part's leading digits count ("0rc1" → 0).
 bool older_than(const std::string& version, const std::string& minimum) {
   std::istringstream a(version), b(minimum);
@@ -231,8 +263,11 @@ int run(const Args& args) {
   }
   Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "gpt2_golden_check");
   gpt2::ExportSessions sessions(env, args.folder, manifest, args.runtime);
+  print_weights(sessions);
+  print_memory("with both sessions loaded");
   Report report;
   check_golden(sessions, golden, args.batch, report);
+  print_memory("after the check");
   std::cout << "golden check " << (report.failed ? "FAILED" : "passed") << ": " << report.passed << " comparisons ok, "
             << report.failed << " failed\n";
   return report.failed ? 1 : 0;
@@ -253,7 +288,7 @@ int main(int argc, char** argv) {
     return run(parse_args(argc, argv));
   } catch (const UsageError& e) {
     std::cerr << "usage: gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] "
-                 "[--threads N] [--no-batch]\nerror: "
+                 "[--threads N] [--no-batch] [--ort-loads-weights]\nerror: "
               << e.what() << "\n";
     return 2;
   } catch (const gpt2::ExportFolderError& e) {

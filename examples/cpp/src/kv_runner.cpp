@@ -90,7 +90,14 @@ ExportSessions::ExportSessions(Ort::Env& env, const std::filesystem::path& folde
                                const RuntimeOptions& options)
     : manifest_(manifest) {
   Ort::SessionOptions so = session_options(options);
-  // Both graphs read the one external weights file beside them; ONNX Runtime resolves it from the graph's folder.
+  // Both graphs read the one external weights file beside them; ONNX Runtime resolves it from the graph's folder,
+  // unless the sessions take its tensors from one map of it (the same rule as runtimes/session.py).
+  const bool share = options.share_weights && options.provider == "cpu" && manifest.precision == "float32" &&
+                     !manifest.weights_index.empty() && weight_map_supported();
+  if (share) {
+    weights_ = std::make_unique<MappedWeights>(folder / manifest.weights_file, manifest.weights_index);
+    weights_->add_to(so);
+  }
   prefill_ = Ort::Session(env, (folder / manifest.prefill.file).c_str(), so);
   decode_ = Ort::Session(env, (folder / manifest.decode.file).c_str(), so);
   check_graph_names(prefill_, manifest.prefill);

@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "batching.hpp"
 #include "export_files.hpp"
+#include "mapped_weights.hpp"
 
 namespace gpt2 {
 
@@ -28,6 +30,9 @@ struct RuntimeOptions {
   std::string provider = "cpu";  // "cpu" or "cuda"
   int device_id = 0;             // CUDA device
   int intra_op_threads = 0;      // 0: ONNX Runtime's default
+  // Float32 on the CPU: both sessions read one map of the weights file, prepacking off (weights in memory once).
+  // False, or where that does not apply: ONNX Runtime loads and prepacks the weights per session.
+  bool share_weights = true;
 };
 
 // The two sessions of one export folder and the names that join them; shared by every KvRunner.
@@ -37,6 +42,7 @@ class ExportSessions {
                  const RuntimeOptions& options);
 
   const Manifest& manifest() const { return manifest_; }
+  const MappedWeights* shared_weights() const { return weights_.get(); }  // null: ONNX Runtime loaded them
   Ort::Session& prefill() { return prefill_; }
   Ort::Session& decode() { return decode_; }
   const Ort::MemoryInfo& kv_memory() const { return kv_memory_; }
@@ -45,6 +51,7 @@ class ExportSessions {
 
  private:
   Manifest manifest_;
+  std::unique_ptr<MappedWeights> weights_;  // declared before the sessions: it must outlive them
   Ort::Session prefill_{nullptr};
   Ort::Session decode_{nullptr};
   Ort::MemoryInfo kv_memory_{nullptr};      // where ONNX Runtime puts present.*: host or CUDA device

@@ -1,0 +1,47 @@
+// Weights in memory once: the export's weights file mapped read-only, and each of its tensors (as manifest.json's
+// weights_index states them) handed to both sessions as an initializer that points into the map.
+//
+// Left to itself, ONNX Runtime maps the file once per session and prepacks every MatMul weight into a private copy
+// per session: GPT-2-small fp32 then takes about 2.9 × its weights' bytes with both sessions loaded. With one map
+// and prepacking off, the weights' pages are resident once (see runtimes/shared_weights.py, which does the same in
+// Python, for the measurements and the speed this trades: decode about 10 % slower than prepacked).
+// Float32 exports only: quantized graphs need prepacking (MatMulNBits is many times slower without it).
+#pragma once
+
+#include <onnxruntime_cxx_api.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "export_files.hpp"
+
+namespace gpt2 {
+
+// False where this sample has no mapping code (Windows): ONNX Runtime then loads the weights per session.
+bool weight_map_supported();
+
+class MappedWeights {
+ public:
+  // Maps `file` and wraps each tensor of `index` (checked against the file's real size) without copying it.
+  MappedWeights(const std::filesystem::path& file, const std::vector<WeightEntry>& index);
+  ~MappedWeights();
+  MappedWeights(const MappedWeights&) = delete;
+  MappedWeights& operator=(const MappedWeights&) = delete;
+
+  // Every tensor as an initializer of the sessions created with `options`, and prepacking off (a packed copy per
+  // session is what sharing avoids). The map must outlive those sessions.
+  void add_to(Ort::SessionOptions& options) const;
+
+  size_t tensor_count() const { return values_.size(); }
+  uint64_t mapped_bytes() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::vector<std::string> names_;
+  std::vector<Ort::Value> values_;  // views into the map, same order as names_
+};
+
+}  // namespace gpt2
