@@ -11,9 +11,12 @@ public sealed class ExportFolderException(string message) : Exception(message);
 public sealed record GraphSpec(string File, IReadOnlyList<string> Inputs, IReadOnlyList<string> Outputs);
 
 /// <summary>What the sample needs from manifest.json.</summary>
+/// <remarks>WeightsIndex: where each tensor lies in WeightsFile, in file order; empty in exports made before
+/// manifest.json listed it.</remarks>
 public sealed record Manifest(
     int NLayer, int NHead, int NEmbd, int VocabSize, int NPositions, int Opset, string MinOnnxRuntime,
-    int? EosTokenId, int? PadTokenId, GraphSpec Prefill, GraphSpec Decode)
+    int? EosTokenId, int? PadTokenId, GraphSpec Prefill, GraphSpec Decode,
+    string Precision, string WeightsFile, IReadOnlyList<WeightEntry> WeightsIndex)
 {
     private const int SchemaVersion = 1;  // the newest manifest.json schema this sample reads
 
@@ -25,13 +28,35 @@ public sealed record Manifest(
         {
             JsonElement root = doc.RootElement, model = root.GetProperty("model"), tokens = root.GetProperty("tokens");
             JsonElement graphs = root.GetProperty("graphs");
+            string weightsFile = PlainFileName(root.GetProperty("weights_file").GetString() ?? "", path);
+            List<WeightEntry> index = [];
+            if (root.TryGetProperty("weights_index", out JsonElement entries))
+            {
+                index = entries.EnumerateArray().Select(e => new WeightEntry(
+                    e.GetProperty("name").GetString() ?? "", e.GetProperty("dtype").GetString() ?? "",
+                    e.GetProperty("shape").EnumerateArray().Select(d => d.GetInt64()).ToArray(),
+                    e.GetProperty("offset").GetInt64(), e.GetProperty("length").GetInt64())).ToList();
+                if (root.GetProperty("files").TryGetProperty(weightsFile, out JsonElement record))
+                {
+                    try
+                    {
+                        WeightEntry.CheckIndex(index, record.GetProperty("size").GetInt64());
+                    }
+                    catch (ExportFolderException bad)
+                    {
+                        throw new ExportFolderException($"{path} {bad.Message}");
+                    }
+                }
+            }
             return new Manifest(
                 model.GetProperty("n_layer").GetInt32(), model.GetProperty("n_head").GetInt32(),
                 model.GetProperty("n_embd").GetInt32(), model.GetProperty("vocab_size").GetInt32(),
                 model.GetProperty("n_positions").GetInt32(), root.GetProperty("opset").GetInt32(),
                 root.GetProperty("min_onnxruntime").GetString() ?? "",
                 OptionalId(tokens, "eos_token_id"), OptionalId(tokens, "pad_token_id"),
-                Graph(graphs.GetProperty("prefill"), path), Graph(graphs.GetProperty("decode"), path));
+                Graph(graphs.GetProperty("prefill"), path), Graph(graphs.GetProperty("decode"), path),
+                root.TryGetProperty("precision", out JsonElement p) ? p.GetString() ?? "float32" : "float32",
+                weightsFile, index);
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
         {
@@ -43,13 +68,18 @@ public sealed record Manifest(
     {
         static List<string> Names(JsonElement list) =>
             list.EnumerateArray().Select(t => t.GetProperty("name").GetString()!).ToList();
-        string file = entry.GetProperty("file").GetString() ?? "";
-        // A manifest names files inside its folder only: refuse "../x", "/x" and "a/b".
+        string file = PlainFileName(entry.GetProperty("file").GetString() ?? "", path);
+        return new GraphSpec(file, Names(entry.GetProperty("inputs")), Names(entry.GetProperty("outputs")));
+    }
+
+    // A manifest names files inside its folder only: refuse "../x", "/x" and "a/b".
+    private static string PlainFileName(string file, string path)
+    {
         if (file.Length == 0 || file is "." or ".." || file.IndexOfAny(['/', '\\', '\0']) >= 0)
         {
             throw new ExportFolderException($"{path}: '{file}' is not a plain file name inside the export folder");
         }
-        return new GraphSpec(file, Names(entry.GetProperty("inputs")), Names(entry.GetProperty("outputs")));
+        return file;
     }
 
     private static int? OptionalId(JsonElement tokens, string key) =>

@@ -16,7 +16,10 @@ public sealed class ExportSessions : IDisposable
 
     private readonly bool _ownsKvMemory;
 
-    public ExportSessions(string folder, Manifest manifest, string provider, int deviceId)
+    /// <param name="shareWeights">Float32 on the CPU: both sessions read one map of the weights file, prepacking
+    /// off (weights in memory once). False, or where that does not apply: ONNX Runtime loads and prepacks the
+    /// weights per session.</param>
+    public ExportSessions(string folder, Manifest manifest, string provider, int deviceId, bool shareWeights = true)
     {
         Manifest = manifest;
         using var options = new SessionOptions();
@@ -29,7 +32,13 @@ public sealed class ExportSessions : IDisposable
         {
             throw new ArgumentException($"unknown provider '{provider}'; choose cpu or cuda");
         }
-        // Both graphs read the one external weights file beside them (model.onnx.data).
+        // Both graphs read the one external weights file beside them (model.onnx.data), unless the sessions take its
+        // tensors from one map of it (the same rule as runtimes/session.py and the C++ sample).
+        if (shareWeights && provider == "cpu" && manifest.Precision == "float32" && manifest.WeightsIndex.Count > 0)
+        {
+            SharedWeights = new MappedWeights(Path.Combine(folder, manifest.WeightsFile), manifest.WeightsIndex);
+            SharedWeights.AddTo(options);
+        }
         Prefill = new InferenceSession(Path.Combine(folder, manifest.Prefill.File), options);
         Decode = new InferenceSession(Path.Combine(folder, manifest.Decode.File), options);
         CheckNames(Prefill, manifest.Prefill);
@@ -52,6 +61,7 @@ public sealed class ExportSessions : IDisposable
     }
 
     public Manifest Manifest { get; }
+    public MappedWeights? SharedWeights { get; }           // null: ONNX Runtime loaded the weights per session
     public InferenceSession Prefill { get; }
     public InferenceSession Decode { get; }
     public OrtMemoryInfo KvMemory { get; }                 // where present.* live: host or CUDA device
@@ -73,6 +83,7 @@ public sealed class ExportSessions : IDisposable
     {
         Prefill.Dispose();
         Decode.Dispose();
+        SharedWeights?.Dispose();  // after the sessions, whose initializers point into it
         if (_ownsKvMemory)
         {
             KvMemory.Dispose();  // DefaultInstance is a process-wide singleton: never disposed here

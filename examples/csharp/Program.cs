@@ -3,6 +3,7 @@
 // prompts through onnxruntime-genai (--genai).
 //
 //   dotnet run -c Release -- EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai]
+//                            [--ort-loads-weights]
 //
 // Exit status: 0 all match, 1 a mismatch, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
 using Microsoft.ML.OnnxRuntime;
@@ -13,14 +14,15 @@ namespace Gpt2Onnx.Sample;
 public static class Program
 {
     private const string Usage =
-        "usage: Gpt2OnnxSample EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai]";
+        "usage: Gpt2OnnxSample EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai] "
+        + "[--ort-loads-weights]";
 
     public static int Main(string[] args)
     {
         string? folder = null;
         string provider = "cpu";
         int deviceId = 0;
-        bool batch = true, genai = false;
+        bool batch = true, genai = false, shareWeights = true;
         for (int i = 0; i < args.Length; i++)
         {
             switch (args[i])
@@ -29,6 +31,7 @@ public static class Program
                 case "--device-id" when i + 1 < args.Length && int.TryParse(args[i + 1], out deviceId): i++; break;
                 case "--no-batch": batch = false; break;
                 case "--genai": genai = true; break;
+                case "--ort-loads-weights": shareWeights = false; break;
                 case var a when !a.StartsWith('-') && folder is null: folder = a; break;
                 default:
                     Console.Error.WriteLine($"{Usage}\nerror: unexpected argument '{args[i]}'");
@@ -42,7 +45,7 @@ public static class Program
         }
         try
         {
-            return Run(folder, provider, deviceId, batch, genai);
+            return Run(folder, provider, deviceId, batch, genai, shareWeights);
         }
         catch (ExportFolderException e)
         {
@@ -61,7 +64,7 @@ public static class Program
         }
     }
 
-    private static int Run(string folder, string provider, int deviceId, bool batch, bool genai)
+    private static int Run(string folder, string provider, int deviceId, bool batch, bool genai, bool shareWeights)
     {
         Manifest manifest = Manifest.Read(folder);
         Golden golden = Golden.Read(Path.Combine(folder, "golden.json"));
@@ -80,8 +83,13 @@ public static class Program
                 $"case {i}: Microsoft.ML.Tokenizers gives the golden prompt ids");
         }
 
-        using (var sessions = new ExportSessions(folder, manifest, provider, deviceId))
+        using (var sessions = new ExportSessions(folder, manifest, provider, deviceId, shareWeights))
         {
+            Console.WriteLine(sessions.SharedWeights is { } shared
+                ? $"weights: one map of {manifest.WeightsFile} ({shared.TensorCount} tensors, "
+                  + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
+                : "weights: loaded by ONNX Runtime for each session");
+            Console.WriteLine($"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
             GoldenCheck.Run(sessions, golden, batch, report);
             GoldenCase first = golden.Cases[0];  // its continuation as text
             var (tokens, _, _) = GoldenCheck.Greedy(sessions, [first.InputIds], first.GreedyIds.Length, 0);
