@@ -45,6 +45,7 @@ def test_manifest_records_precision_and_runtime(precision_export: tuple[str, Pat
     graphs = ((load_graph(folder, kind), folder / f"{kind}.onnx") for kind in GRAPHS)
     assert manifest.weights_index == index_of_graphs(graphs)  # the map the C++ sample could read
     assert {ref.dtype.name for ref in manifest.weights_index} <= set(INDEX_DTYPES)
+    assert all(ref.offset % 4096 == 0 for ref in manifest.weights_index)
 
 
 def test_weights_shrink_and_stay_in_one_file(precision_export: tuple[str, Path], tiny_export: Path) -> None:

@@ -28,6 +28,7 @@ def test_manifest_index_is_what_the_graphs_state(tiny_export: Path) -> None:
     index = manifest.weights_index
     assert index == _graphs_index(tiny_export)
     assert [ref.offset for ref in index] == sorted(ref.offset for ref in index)
+    assert all(ref.offset % 4096 == 0 for ref in index)  # page-aligned, as docs/deploying.md promises
     names = {ref.name for ref in index}
     assert "transformer.wte.weight" in names  # the tied table, once
     assert sum(ref.length for ref in index) == manifest.export["weight_bytes"]
