@@ -48,22 +48,25 @@ public static class GoldenCheck
         return (tokens.Select(t => t.ToArray()).ToArray(), first, logits);
     }
 
-    public static void Run(ExportSessions sessions, Golden golden, bool batch, Report report)
+    /// <returns>Each case's greedy tokens, one prompt at a time (the caller prints case 0 as text).</returns>
+    public static long[][] Run(ExportSessions sessions, Golden golden, bool batch, Report report)
     {
         int vocab = sessions.Manifest.VocabSize;
+        var alone = new long[golden.Cases.Count][];
         for (int i = 0; i < golden.Cases.Count; i++)
         {
             GoldenCase c = golden.Cases[i];
             string name = $"case {i}";
             Console.WriteLine($"{name} \"{c.Prompt}\" ({c.InputIds.Length} prompt tokens)");
             var (tokens, first, last) = Greedy(sessions, [c.InputIds], c.GreedyIds.Length, 0);
+            alone[i] = tokens[0];
             CompareTokens(report, name, tokens[0], c.GreedyIds);
             CompareTop5(report, name, first, c, golden.LogitsAtol);
             CompareWithRecompute(report, name, sessions, c, tokens[0], last, golden.LogitsAtol);
         }
         if (!batch || golden.Cases.Count < 2)
         {
-            return;
+            return alone;
         }
         // Left padding must not change any row: padded positions are masked and their position ids ignored.
         long pad = sessions.Manifest.PadTokenId ?? sessions.Manifest.EosTokenId ?? 0;
@@ -77,6 +80,7 @@ public static class GoldenCheck
             CompareTop5(report, $"batch row {i}", result.FirstLogits[(i * vocab)..((i + 1) * vocab)], c,
                 golden.LogitsAtol);
         }
+        return alone;
     }
 
     private static void CompareTokens(Report report, string name, long[] got, long[] expected)

@@ -90,10 +90,12 @@ public static class Program
                   + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
                 : "weights: loaded by ONNX Runtime for each session");
             Console.WriteLine($"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
-            GoldenCheck.Run(sessions, golden, batch, report);
-            GoldenCase first = golden.Cases[0];  // its continuation as text
-            var (tokens, _, _) = GoldenCheck.Greedy(sessions, [first.InputIds], first.GreedyIds.Length, 0);
-            Console.WriteLine($"\"{first.Prompt}\" → \"{tokenizer.Decode(tokens[0].Select(t => (int)t))}\"");
+            long[][] tokens = GoldenCheck.Run(sessions, golden, batch, report);
+            if (tokens.Length > 0)  // case 0's continuation as text
+            {
+                string text = tokenizer.Decode(tokens[0].Select(t => (int)t));
+                Console.WriteLine($"\"{golden.Cases[0].Prompt}\" → \"{text}\"");
+            }
         }
 
         if (genai)
