@@ -1,0 +1,174 @@
+// gpt2_decode_bench: what sharing the weights costs in speed, measured in C++ on one export.
+//
+// Loads the folder twice in one process, once with both sessions reading one map of the weights file (prepacking
+// off, the sample's default) and once with ONNX Runtime loading and prepacking the weights per session, then
+// alternates the two round by round: prefill of a fixed prompt, then greedy decode of N tokens through the KV
+// cache. Prints the median prefill time and decode ms/token of each and their ratio within the run. Memory is the
+// golden check's business (gpt2_golden_check prints RSS for either way; here both are loaded at once).
+//
+//   gpt2_decode_bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--threads N]
+//
+// Exit status: 0 measured, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
+#include <onnxruntime_cxx_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "batching.hpp"
+#include "export_files.hpp"
+#include "kv_runner.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::filesystem::path folder;
+  int prompt = 128;
+  int new_tokens = 64;
+  int rounds = 5;
+  int threads = 2;
+};
+
+struct Samples {
+  std::vector<double> prefill_ms;
+  std::vector<double> decode_ms_per_token;
+};
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// One round: prefill the prompt, then greedy decode through the KV cache. Appends this round's timings.
+void measure(gpt2::ExportSessions& sessions, const std::vector<int64_t>& prompt, int new_tokens, Samples& out) {
+  const int64_t vocab = sessions.manifest().vocab_size;
+  gpt2::PaddedBatch batch = gpt2::left_pad({prompt}, 0);  // (1, T)
+  gpt2::KvRunner runner(sessions);
+  auto start = Clock::now();
+  std::vector<float> logits = runner.prefill(batch.input_ids, batch.attention_mask);  // (1, V)
+  out.prefill_ms.push_back(ms_since(start));
+  gpt2::Int64Matrix mask = batch.attention_mask;
+  start = Clock::now();
+  for (int step = 0; step < new_tokens; ++step) {
+    const int64_t next = gpt2::argmax(logits.data(), static_cast<size_t>(vocab));
+    mask = gpt2::append_ones_column(mask);  // (1, P + 1)
+    logits = runner.decode({next}, mask);   // (1, V)
+  }
+  out.decode_ms_per_token.push_back(ms_since(start) / new_tokens);
+}
+
+int to_int(const std::string& text, const std::string& option, int minimum) {
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used != text.size() || value < minimum) {
+    throw std::invalid_argument(option + " needs an integer >= " + std::to_string(minimum) + ", not '" + text + "'");
+  }
+  return value;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--prompt") {
+      args.prompt = to_int(value(), arg, 1);
+    } else if (arg == "--new") {
+      args.new_tokens = to_int(value(), arg, 1);
+    } else if (arg == "--rounds") {
+      args.rounds = to_int(value(), arg, 1);
+    } else if (arg == "--threads") {
+      args.threads = to_int(value(), arg, 0);
+    } else if (!arg.empty() && arg[0] != '-' && args.folder.empty()) {
+      args.folder = arg;
+    } else {
+      throw std::invalid_argument("unexpected argument '" + arg + "'");
+    }
+  }
+  if (args.folder.empty()) throw std::invalid_argument("no export folder given");
+  return args;
+}
+
+int run(const Args& args) {
+  const gpt2::Manifest manifest = gpt2::read_manifest(args.folder);
+  if (args.prompt + args.new_tokens > manifest.n_positions) {
+    throw std::invalid_argument("prompt + new tokens exceed the model's " + std::to_string(manifest.n_positions) +
+                                " positions");
+  }
+  Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "gpt2_decode_bench");
+  gpt2::RuntimeOptions shared_options, own_options;
+  shared_options.intra_op_threads = own_options.intra_op_threads = args.threads;
+  own_options.share_weights = false;
+  gpt2::ExportSessions shared(env, args.folder, manifest, shared_options);
+  gpt2::ExportSessions own(env, args.folder, manifest, own_options);
+  if (shared.shared_weights() == nullptr) {
+    std::cout << "note: this export is not shared (not float32, no weights_index, or no mapping here): "
+                 "both columns load the weights the same way\n";
+  }
+  std::vector<int64_t> prompt(static_cast<size_t>(args.prompt));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>((i * 7919 + 13) % manifest.vocab_size);
+
+  Samples shared_samples, own_samples, warm_up;
+  measure(shared, prompt, 2, warm_up);  // first runs allocate and touch the weights
+  measure(own, prompt, 2, warm_up);
+  for (int round = 0; round < args.rounds; ++round) {  // alternate, so that drift hits both alike
+    measure(round % 2 ? own : shared, prompt, args.new_tokens, round % 2 ? own_samples : shared_samples);
+    measure(round % 2 ? shared : own, prompt, args.new_tokens, round % 2 ? shared_samples : own_samples);
+  }
+  const double shared_prefill = median(shared_samples.prefill_ms), own_prefill = median(own_samples.prefill_ms);
+  const double shared_decode = median(shared_samples.decode_ms_per_token);
+  const double own_decode = median(own_samples.decode_ms_per_token);
+  std::printf("%s: prompt %d, %d new tokens, %d rounds, %d threads, medians\n", args.folder.string().c_str(),
+              args.prompt, args.new_tokens, args.rounds, args.threads);
+  std::printf("%-44s %12s %18s\n", "weights", "prefill ms", "decode ms/token");
+  std::printf("%-44s %12.1f %18.2f\n", "one shared map, prepacking off (default)", shared_prefill, shared_decode);
+  std::printf("%-44s %12.1f %18.2f\n", "ONNX Runtime per session, prepacked", own_prefill, own_decode);
+  std::printf("%-44s %11.2fx %17.2fx\n", "shared / per session", shared_prefill / own_prefill,
+              shared_decode / own_decode);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const OrtApi* api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
+  if (api == nullptr) {
+    std::cerr << "error: ONNX Runtime " << OrtGetApiBase()->GetVersionString() << " is older than its headers\n";
+    return 3;
+  }
+  Ort::InitApi(api);
+  try {
+    return run(parse_args(argc, argv));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "usage: gpt2_decode_bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--threads N]\n"
+              << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const gpt2::ExportFolderError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const Ort::Exception& e) {
+    std::cerr << "error: ONNX Runtime: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
+  }
+}
