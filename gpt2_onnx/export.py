@@ -49,9 +49,12 @@ FP32 = tolerance_for("float32")
 # opsets 17 and 18 were not tried on older ones. 1.15 lacks Shape-19, 1.16 refuses opset 20 ("under development"),
 # 1.17 refuses IR 10, which opset 21 needs.
 _MIN_ORT = {17: "1.15.0", 18: "1.15.0", 19: "1.16.0", 20: "1.17.0", 21: "1.18.0"}
-# golden.json of a reduced precision holds the export's own outputs; its logits tolerance covers other CPUs' kernels
-# (fp16 also CUDA's, whose accumulation order differs most).
-_GOLDEN_ATOL = {"float16": 5e-2, "int8": 1e-3, "int4": 1e-3}
+# golden.json of a reduced precision holds the export's own outputs; its logits tolerance covers other kernels: fp16
+# CUDA's, whose accumulation order differs most; int8 and int4 MatMulNBits' (accuracy level 4 quantizes activations),
+# whose single-row decode and multi-row prompt paths already differ on one CPU: GPT-2-small's logits at the same
+# position through the KV cache and recomputed by prefill differ by up to 0.045, a padded batch row by up to 0.017
+# (measured with the C++ sample, ONNX Runtime 1.31.1). 0.1 covers that with headroom; tiny models differ by < 1e-5.
+_GOLDEN_ATOL = {"float16": 5e-2, "int8": 0.1, "int4": 0.1}
 # Oldest ONNX Runtime whose CPU provider loads each variant and reproduces its golden vectors, measured by
 # scripts/ort_matrix.py --all (docs/compatibility.md): fp16 runs on 1.15.0 (the oldest tried); int4 MatMulNBits loads
 # from 1.17.0 but computes other logits on 1.17 and 1.18 (golden mismatch), so 1.19.0; 8-bit MatMulNBits runs from

@@ -64,6 +64,17 @@ def golden_from_export(
     return GoldenSet(cases, logits_atol, f"this export ({precision}) on ONNX Runtime {ort.__version__}, CPU provider")
 
 
+def ranks_agree(logits: np.ndarray, expected_ids: Sequence[int], atol: float) -> bool:
+    """Whether ``expected_ids`` rank first in ``logits`` (V,) up to ties within the tolerance: at every rank, the
+    expected id's logit lies within 2 × ``atol`` of the logit holding that rank here. fp32's 1e-4 demands the exact
+    order; a reduced precision, whose kernels differ between machines and between prompt and decode shapes, may
+    swap ids whose logits tie within its tolerance (the C++ and C# samples apply the same rule)."""
+    top = np.argsort(-logits, kind="stable")[: len(expected_ids)]  # (k,)
+    if len(top) != len(expected_ids):
+        return False
+    return bool(np.all(np.abs(logits[list(expected_ids)] - logits[top]) <= 2 * atol))
+
+
 def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> ParityReport:
     """Compare ``loaded`` with its folder's golden vectors; every case is checked, failures are collected."""
     golden = golden or read_golden(loaded.folder)
@@ -72,8 +83,8 @@ def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> Parit
         name = f"golden case {index}"
         ids, last = greedy_ids(loaded, case.input_ids, len(case.greedy_ids))
         report.add(compare_tokens(name, ids[None, :], np.array([case.greedy_ids], dtype=np.int64)))
-        top_ids = np.argsort(-last)[:5]
-        if [int(i) for i in top_ids] != case.top5_ids:
+        top_ids = np.argsort(-last, kind="stable")[: len(case.top5_ids)]
+        if not ranks_agree(last, case.top5_ids, golden.logits_atol):
             report.add(Comparison(name, "top-5 ids", False, detail=f"{top_ids.tolist()} vs expected {case.top5_ids}"))
         expected = np.array(case.top5_logits, dtype=np.float32)
         report.add(

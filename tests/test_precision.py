@@ -19,7 +19,7 @@ from gpt2_onnx.names import DECODE, GRAPHS
 from gpt2_onnx.tolerances import tolerance_for
 from gpt2_onnx.weights_index import INDEX_DTYPES, index_of_graphs
 from runtimes.generation import GenerationOptions, generate_ids
-from runtimes.golden_check import check_golden
+from runtimes.golden_check import check_golden, ranks_agree
 from runtimes.session import LoadedExport
 from tests.conftest import export_checkpoint
 from tests.helpers import load_graph, manifest_dims, vocab_by_d_initializers
@@ -139,3 +139,21 @@ def test_minimum_runtime_follows_the_variant() -> None:
     assert min_onnxruntime_for(21, precision="float16") == "1.18.0"  # the opset's own minimum is higher
     assert min_onnxruntime_for(21, precision="int4") == "1.19.0"
     assert min_onnxruntime_for(17, optimize=True, precision="int4") == "1.20.0"
+
+
+@pytest.mark.parametrize(
+    ("expected", "agree"),
+    [
+        ([4, 3, 2, 1, 0], True),  # the exact order
+        ([4, 2, 3, 1, 0], True),  # 3 and 2 tie within 2 × atol (0.05 apart)
+        ([4, 3, 2, 0, 1], False),  # 1 and 0 are 0.5 apart: a real reordering
+        ([4, 3, 2, 1, 5], True),  # the fifth replaced by an id tied with it (0.02 below)
+        ([4, 3, 2, 1, 6], False),  # the fifth replaced by an id far below it
+        ([4, 3, 2, 1], True),  # fewer expected ids than five
+    ],
+)
+def test_golden_ranks_agree_up_to_ties_within_the_tolerance(expected: list[int], agree: bool) -> None:
+    logits = np.array([0.0, 0.5, 1.0, 1.05, 2.0, -0.02, -3.0], dtype=np.float32)  # (V,)
+    assert ranks_agree(logits, expected, atol=0.05) is agree
+    assert ranks_agree(logits, [4, 3, 2, 1, 0], atol=1e-4)  # fp32's tolerance: only the exact order
+    assert not ranks_agree(logits, [4, 2, 3, 1, 0], atol=1e-4)

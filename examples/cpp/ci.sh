@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Build the C++ consumer and run it against a fresh export, as CI does:
 #   1. ONNX Runtime and nlohmann/json into examples/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
-#   2. python -m gpt2_onnx export --model random:tiny into examples/cpp/build/export-tiny
-#   3. cmake configure + build, then ctest (unit tests, the golden check, and a tampered golden that must fail)
+#   2. python -m gpt2_onnx export --model random:tiny into examples/cpp/build/export-tiny, and GPT-2-small dimensions
+#      at --precision int4 into examples/cpp/build/export-gpt2-int4 (quantized kernels differ between prompt and
+#      decode shapes only at realistic sizes)
+#   3. cmake configure + build, then ctest (unit tests, the golden checks, and a tampered golden that must fail)
 # Safe to run again; the build is incremental.
 #
 # Environment:
 #   PYTHON            Python with gpt2-onnx installed (default: $VENV/bin/python, VENV defaulting to .venv)
 #   GPT2_ONNX_EXPORT  an existing export folder to check instead of exporting random:tiny
+#   GPT2_ONNX_EXPORT_QUANTIZED  an existing quantized export instead of exporting random:gpt2 --precision int4
+#                     ("none" skips that check)
 #   BUILD_DIR         build folder (default examples/cpp/build)
 #   ORT_PACKAGE, ORT_VERSION, DEBIAN_SUITE, DEBIAN_MIRROR: see get-onnxruntime.sh
 set -euo pipefail
@@ -31,12 +35,21 @@ if [ -z "${GPT2_ONNX_EXPORT:-}" ]; then
   mkdir -p "$BUILD_DIR"
   (cd "$ROOT" && "$PYTHON" -m gpt2_onnx export --model random:tiny --output "$GPT2_ONNX_EXPORT" --force)
 fi
+if [ -z "${GPT2_ONNX_EXPORT_QUANTIZED:-}" ]; then
+  GPT2_ONNX_EXPORT_QUANTIZED=$BUILD_DIR/export-gpt2-int4
+  mkdir -p "$BUILD_DIR"
+  (cd "$ROOT" && "$PYTHON" -m gpt2_onnx export --model random:gpt2 --precision int4 \
+    --output "$GPT2_ONNX_EXPORT_QUANTIZED" --force)
+elif [ "$GPT2_ONNX_EXPORT_QUANTIZED" = none ]; then
+  GPT2_ONNX_EXPORT_QUANTIZED=
+fi
 
 GENERATOR=()
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then
   GENERATOR=(-G Ninja)  # only when configuring afresh: a build folder keeps its generator
 fi
-cmake -S "$HERE" -B "$BUILD_DIR" "${GENERATOR[@]}" -DGPT2_ONNX_EXPORT="$GPT2_ONNX_EXPORT"
+cmake -S "$HERE" -B "$BUILD_DIR" "${GENERATOR[@]}" -DGPT2_ONNX_EXPORT="$GPT2_ONNX_EXPORT" \
+  -DGPT2_ONNX_EXPORT_QUANTIZED="$GPT2_ONNX_EXPORT_QUANTIZED"
 cmake --build "$BUILD_DIR" --parallel "$(nproc 2>/dev/null || echo 2)"
 cd "$BUILD_DIR"
 ctest --output-on-failure

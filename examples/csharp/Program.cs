@@ -3,7 +3,7 @@
 // prompts through onnxruntime-genai (--genai).
 //
 //   dotnet run -c Release -- EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai]
-//                            [--ort-loads-weights]
+//                            [--weights shared-unpacked|per-session]
 //
 // Exit status: 0 all match, 1 a mismatch, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
 using Microsoft.ML.OnnxRuntime;
@@ -15,7 +15,7 @@ public static class Program
 {
     private const string Usage =
         "usage: Gpt2OnnxSample EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai] "
-        + "[--ort-loads-weights]";
+        + "[--weights shared-unpacked|per-session]";
 
     public static int Main(string[] args)
     {
@@ -31,7 +31,9 @@ public static class Program
                 case "--device-id" when i + 1 < args.Length && int.TryParse(args[i + 1], out deviceId): i++; break;
                 case "--no-batch": batch = false; break;
                 case "--genai": genai = true; break;
-                case "--ort-loads-weights": shareWeights = false; break;
+                case "--weights" when i + 1 < args.Length && args[i + 1] is "shared-unpacked" or "per-session":
+                    shareWeights = args[++i] == "shared-unpacked";
+                    break;
                 case var a when !a.StartsWith('-') && folder is null: folder = a; break;
                 default:
                     Console.Error.WriteLine($"{Usage}\nerror: unexpected argument '{args[i]}'");
@@ -88,7 +90,7 @@ public static class Program
             Console.WriteLine(sessions.SharedWeights is { } shared
                 ? $"weights: one map of {manifest.WeightsFile} ({shared.TensorCount} tensors, "
                   + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
-                : "weights: loaded by ONNX Runtime for each session");
+                : "weights: loaded and prepacked by ONNX Runtime for each session");
             Console.WriteLine($"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
             long[][] tokens = GoldenCheck.Run(sessions, golden, batch, report);
             if (tokens.Length > 0)  // case 0's continuation as text

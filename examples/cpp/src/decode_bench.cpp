@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -114,35 +115,47 @@ int run(const Args& args) {
                                 " positions");
   }
   Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "gpt2_decode_bench");
-  gpt2::RuntimeOptions shared_options, own_options;
-  shared_options.intra_op_threads = own_options.intra_op_threads = args.threads;
-  own_options.share_weights = false;
-  gpt2::ExportSessions shared(env, args.folder, manifest, shared_options);
-  gpt2::ExportSessions own(env, args.folder, manifest, own_options);
-  if (shared.shared_weights() == nullptr) {
-    std::cout << "note: this export is not shared (not float32, no weights_index, or no mapping here): "
-                 "both columns load the weights the same way\n";
-  }
+  struct Way {
+    const char* label;
+    gpt2::RuntimeOptions options;
+    std::unique_ptr<gpt2::ExportSessions> sessions;
+    Samples samples;
+  };
+  std::vector<Way> ways(3);
+  ways[0].label = "shared: one map, prepacked once (default)";
+  ways[0].options.weights = gpt2::WeightLoading::shared_prepacked;
+  ways[1].label = "shared-unpacked: one map, prepacking off";
+  ways[1].options.weights = gpt2::WeightLoading::shared_unpacked;
+  ways[2].label = "per-session: ONNX Runtime's own loading";
+  ways[2].options.weights = gpt2::WeightLoading::per_session;
   std::vector<int64_t> prompt(static_cast<size_t>(args.prompt));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>((i * 7919 + 13) % manifest.vocab_size);
-
-  Samples shared_samples, own_samples, warm_up;
-  measure(shared, prompt, 2, warm_up);  // first runs allocate and touch the weights
-  measure(own, prompt, 2, warm_up);
-  for (int round = 0; round < args.rounds; ++round) {  // alternate, so that drift hits both alike
-    measure(round % 2 ? own : shared, prompt, args.new_tokens, round % 2 ? own_samples : shared_samples);
-    measure(round % 2 ? shared : own, prompt, args.new_tokens, round % 2 ? shared_samples : own_samples);
+  for (auto& way : ways) {
+    way.options.intra_op_threads = args.threads;
+    way.sessions = std::make_unique<gpt2::ExportSessions>(env, args.folder, manifest, way.options);
+    if (way.sessions->weight_loading() != way.options.weights) {
+      std::cout << "note: '" << way.label << "' does not apply to this export; it loads as "
+                << gpt2::to_string(way.sessions->weight_loading()) << "\n";
+    }
+    Samples warm_up;
+    measure(*way.sessions, prompt, 2, warm_up);
   }
-  const double shared_prefill = median(shared_samples.prefill_ms), own_prefill = median(own_samples.prefill_ms);
-  const double shared_decode = median(shared_samples.decode_ms_per_token);
-  const double own_decode = median(own_samples.decode_ms_per_token);
+  for (int round = 0; round < args.rounds; ++round) {  // rotate the order, so that drift hits all alike
+    for (size_t k = 0; k < ways.size(); ++k) {
+      Way& way = ways[(k + static_cast<size_t>(round)) % ways.size()];
+      measure(*way.sessions, prompt, args.new_tokens, way.samples);
+    }
+  }
   std::printf("%s: prompt %d, %d new tokens, %d rounds, %d threads, medians\n", args.folder.string().c_str(),
               args.prompt, args.new_tokens, args.rounds, args.threads);
-  std::printf("%-44s %12s %18s\n", "weights", "prefill ms", "decode ms/token");
-  std::printf("%-44s %12.1f %18.2f\n", "one shared map, prepacking off (default)", shared_prefill, shared_decode);
-  std::printf("%-44s %12.1f %18.2f\n", "ONNX Runtime per session, prepacked", own_prefill, own_decode);
-  std::printf("%-44s %11.2fx %17.2fx\n", "shared / per session", shared_prefill / own_prefill,
-              shared_decode / own_decode);
+  std::printf("%-48s %12s %18s\n", "weights", "prefill ms", "decode ms/token");
+  const double base_prefill = median(ways.back().samples.prefill_ms);
+  const double base_decode = median(ways.back().samples.decode_ms_per_token);
+  for (const auto& way : ways) {
+    const double prefill = median(way.samples.prefill_ms), decode = median(way.samples.decode_ms_per_token);
+    std::printf("%-48s %7.1f %4.2fx %13.2f %4.2fx\n", way.label, prefill, prefill / base_prefill, decode,
+                decode / base_decode);
+  }
   return 0;
 }
 

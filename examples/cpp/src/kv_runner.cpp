@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <set>
+#include <utility>
 #include <stdexcept>
 
 namespace gpt2 {
@@ -79,6 +80,18 @@ std::vector<std::string> kv_outputs(const GraphSpec& spec) {
   return names;
 }
 
+// The way the weights are loaded: the requested one where it applies (see WeightLoading).
+WeightLoading effective_loading(const RuntimeOptions& options, const Manifest& manifest) {
+  if (options.weights == WeightLoading::per_session || options.provider != "cpu" || manifest.weights_index.empty() ||
+      !weight_map_supported()) {
+    return WeightLoading::per_session;
+  }
+  if (options.weights == WeightLoading::shared_unpacked && manifest.precision != "float32") {
+    return WeightLoading::shared_prepacked;  // MatMulNBits needs its packed layout
+  }
+  return options.weights;
+}
+
 Ort::Value int64_tensor(const Ort::MemoryInfo& host, Int64Matrix& matrix) {
   const std::array<int64_t, 2> shape{matrix.rows, matrix.cols};
   return Ort::Value::CreateTensor<int64_t>(host, matrix.data.data(), matrix.data.size(), shape.data(), shape.size());
@@ -86,20 +99,39 @@ Ort::Value int64_tensor(const Ort::MemoryInfo& host, Int64Matrix& matrix) {
 
 }  // namespace
 
+const char* to_string(WeightLoading loading) {
+  switch (loading) {
+    case WeightLoading::shared_prepacked:
+      return "shared";
+    case WeightLoading::shared_unpacked:
+      return "shared-unpacked";
+    case WeightLoading::per_session:
+      return "per-session";
+  }
+  return "?";
+}
+
 ExportSessions::ExportSessions(Ort::Env& env, const std::filesystem::path& folder, const Manifest& manifest,
                                const RuntimeOptions& options)
     : manifest_(manifest) {
   Ort::SessionOptions so = session_options(options);
+  loading_ = effective_loading(options, manifest);
   // Both graphs read the one external weights file beside them; ONNX Runtime resolves it from the graph's folder,
-  // unless the sessions take its tensors from one map of it (the same rule as runtimes/session.py).
-  const bool share = options.share_weights && options.provider == "cpu" && manifest.precision == "float32" &&
-                     !manifest.weights_index.empty() && weight_map_supported();
-  if (share) {
+  // unless the sessions take its tensors from one map of it.
+  OrtPrepackedWeightsContainer* container = nullptr;
+  if (loading_ != WeightLoading::per_session) {
     weights_ = std::make_unique<MappedWeights>(folder / manifest.weights_file, manifest.weights_index);
-    weights_->add_to(so);
+    weights_->add_to(so, /*prepacking=*/loading_ == WeightLoading::shared_prepacked);
   }
-  prefill_ = Ort::Session(env, (folder / manifest.prefill.file).c_str(), so);
-  decode_ = Ort::Session(env, (folder / manifest.decode.file).c_str(), so);
+  if (loading_ == WeightLoading::shared_prepacked) {
+    Ort::ThrowOnError(Ort::GetApi().CreatePrepackedWeightsContainer(&container));
+    prepacked_ = {container, Ort::GetApi().ReleasePrepackedWeightsContainer};
+  }
+  for (auto [session, file] : {std::pair{&prefill_, &manifest.prefill.file}, {&decode_, &manifest.decode.file}}) {
+    const auto path = folder / *file;
+    *session = container ? Ort::Session(env, path.c_str(), so, container) : Ort::Session(env, path.c_str(), so);
+  }
+  if (loading_ == WeightLoading::shared_prepacked) weights_->release_pages();  // the kernels read the packed copies
   check_graph_names(prefill_, manifest.prefill);
   check_graph_names(decode_, manifest.decode);
 

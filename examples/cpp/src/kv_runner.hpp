@@ -26,13 +26,28 @@ class ProviderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How the two sessions get their weights on the CPU (a CUDA session copies them to the GPU either way, so there
+// ONNX Runtime always loads them itself). GPT-2-small fp32, measured in docs/deploying.md.
+enum class WeightLoading {
+  // One map of the weights file for both sessions; each matrix prepacked once, into a container both sessions
+  // use; then the map's pages are released from the process (the kernels read the packed copies, and the few
+  // tensors still read from the map page back in). Prepacked speed with the weights in memory about once; while
+  // loading, the map and the packed copies are both resident.
+  shared_prepacked,
+  // One map for both sessions, prepacking off: no packed copies at all. Slower (decode ~1.2×, prefill ~1.1×);
+  // float32 only (MatMulNBits needs its packed layout), so quantized exports get shared_prepacked instead.
+  shared_unpacked,
+  // ONNX Runtime loads and prepacks the weights for each session: its default, about 2.7× the weights' bytes.
+  per_session,
+};
+
+const char* to_string(WeightLoading loading);
+
 struct RuntimeOptions {
   std::string provider = "cpu";  // "cpu" or "cuda"
   int device_id = 0;             // CUDA device
   int intra_op_threads = 0;      // 0: ONNX Runtime's default
-  // Float32 on the CPU: both sessions read one map of the weights file, prepacking off (weights in memory once).
-  // False, or where that does not apply: ONNX Runtime loads and prepacks the weights per session.
-  bool share_weights = true;
+  WeightLoading weights = WeightLoading::shared_prepacked;
 };
 
 // The two sessions of one export folder and the names that join them; shared by every KvRunner.
@@ -43,6 +58,7 @@ class ExportSessions {
 
   const Manifest& manifest() const { return manifest_; }
   const MappedWeights* shared_weights() const { return weights_.get(); }  // null: ONNX Runtime loaded them
+  WeightLoading weight_loading() const { return loading_; }  // the way taken (see RuntimeOptions::weights)
   Ort::Session& prefill() { return prefill_; }
   Ort::Session& decode() { return decode_; }
   const Ort::MemoryInfo& kv_memory() const { return kv_memory_; }
@@ -51,7 +67,12 @@ class ExportSessions {
 
  private:
   Manifest manifest_;
-  std::unique_ptr<MappedWeights> weights_;  // declared before the sessions: it must outlive them
+  WeightLoading loading_ = WeightLoading::per_session;
+  // Declared before the sessions, which must go first: their initializers point into the map, and the packed
+  // copies they use live in the container.
+  std::unique_ptr<MappedWeights> weights_;
+  std::unique_ptr<OrtPrepackedWeightsContainer, void (*)(OrtPrepackedWeightsContainer*)> prepacked_{nullptr,
+                                                                                                     nullptr};
   Ort::Session prefill_{nullptr};
   Ort::Session decode_{nullptr};
   Ort::MemoryInfo kv_memory_{nullptr};      // where ONNX Runtime puts present.*: host or CUDA device

@@ -78,9 +78,16 @@ MappedWeights::~MappedWeights() {
 
 #endif
 
-void MappedWeights::add_to(Ort::SessionOptions& options) const {
+void MappedWeights::add_to(Ort::SessionOptions& options, bool prepacking) const {
   for (size_t i = 0; i < values_.size(); ++i) options.AddInitializer(names_[i].c_str(), values_[i]);
-  options.AddConfigEntry("session.disable_prepacking", "1");
+  if (!prepacking) options.AddConfigEntry("session.disable_prepacking", "1");
+}
+
+void MappedWeights::release_pages() const {
+#ifndef _WIN32
+  // A read-only shared file mapping: MADV_DONTNEED only unmaps the pages; their contents stay in the file.
+  ::madvise(data_, size_, MADV_DONTNEED);
+#endif
 }
 
 }  // namespace gpt2

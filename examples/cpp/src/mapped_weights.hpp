@@ -2,10 +2,9 @@
 // weights_index states them) handed to both sessions as an initializer that points into the map.
 //
 // Left to itself, ONNX Runtime maps the file once per session and prepacks every MatMul weight into a private copy
-// per session: GPT-2-small fp32 then takes about 2.9 × its weights' bytes with both sessions loaded. With one map
-// and prepacking off, the weights' pages are resident once (see runtimes/shared_weights.py, which does the same in
-// Python, for the measurements and the speed this trades: decode about 10 % slower than prepacked).
-// Float32 exports only: quantized graphs need prepacking (MatMulNBits is many times slower without it).
+// per session: GPT-2-small fp32 then takes about 2.7 × its weights' bytes with both sessions loaded. With one map,
+// the weights' pages are resident once; ExportSessions then either turns prepacking off, or prepacks once into a
+// container both sessions share and releases the map's pages (see WeightLoading in kv_runner.hpp).
 #pragma once
 
 #include <onnxruntime_cxx_api.h>
@@ -30,9 +29,13 @@ class MappedWeights {
   MappedWeights(const MappedWeights&) = delete;
   MappedWeights& operator=(const MappedWeights&) = delete;
 
-  // Every tensor as an initializer of the sessions created with `options`, and prepacking off (a packed copy per
-  // session is what sharing avoids). The map must outlive those sessions.
-  void add_to(Ort::SessionOptions& options) const;
+  // Every tensor as an initializer of the sessions created with `options` (the map must outlive them); with
+  // prepacking false, prepacking is also turned off for them.
+  void add_to(Ort::SessionOptions& options, bool prepacking) const;
+
+  // Drops the map's pages from this process's resident memory (they stay in the page cache; any tensor read again
+  // pages back in). For once the sessions have prepacked their copies and no longer read most of the map.
+  void release_pages() const;
 
   size_t tensor_count() const { return values_.size(); }
   uint64_t mapped_bytes() const { return size_; }
