@@ -8,7 +8,7 @@ import numpy as np
 
 from exporters.reference import ReferenceModel
 from gpt2_onnx.batching import position_ids
-from gpt2_onnx.golden import GOLDEN_PROMPTS, GOLDEN_STEPS, GoldenSet, golden_case, golden_prompt_ids
+from gpt2_onnx.golden import GOLDEN_PROMPTS, GOLDEN_STEPS, GoldenSet, golden_case, golden_prompt_ids, top2_margin
 
 __all__ = ["build_golden"]
 
@@ -27,6 +27,11 @@ def build_golden(
         input_ids = np.array([ids], dtype=np.int64)  # (1, T)
         mask = np.ones_like(input_ids)
         greedy = reference.greedy(input_ids, mask, steps, eos_token_id=None)[0]  # (N,)
-        last = reference.forward(input_ids, mask, position_ids(mask)).logits[0, -1]  # (V,)
-        cases.append(golden_case(prompt, ids, greedy.tolist(), last))
+        # The logits each greedy token was chosen from: one pass over the prompt and all but the last new token.
+        sequence = np.concatenate([input_ids, greedy[None, :-1]], axis=1)  # (1, T + N - 1)
+        full_mask = np.ones_like(sequence)
+        logits = reference.forward(sequence, full_mask, position_ids(full_mask)).logits  # (1, T + N - 1, V)
+        step_logits = logits[0, len(ids) - 1 :]  # (N, V)
+        margins = [top2_margin(row) for row in step_logits]
+        cases.append(golden_case(prompt, ids, greedy.tolist(), step_logits[0], margins))
     return GoldenSet(cases, logits_atol, "transformers GPT2LMHeadModel (eager attention), generate(do_sample=False)")

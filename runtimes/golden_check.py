@@ -18,9 +18,11 @@ from gpt2_onnx.golden import (
     GoldenSet,
     golden_case,
     golden_prompt_ids,
+    greedy_agreement,
     read_golden,
+    top2_margin,
 )
-from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors, compare_tokens
+from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.sampling import greedy
 from runtimes.session import LoadedExport
@@ -28,21 +30,24 @@ from runtimes.session import LoadedExport
 __all__ = ["check_golden", "golden_from_export", "greedy_ids"]
 
 
-def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy decoding without stopping at end-of-text: (new ids (steps,), the prompt's last logits (V,))."""
+def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """Greedy decoding without stopping at end-of-text: (new ids (steps,), the prompt's last logits (V,), each
+    step's top-2 margin)."""
     ids, mask = left_pad([prompt_ids], 0)  # (1, T)
     runner = KvCacheRunner(loaded)
     logits = runner.prefill(ids, mask, position_ids(mask))[:, -1]  # (1, V)
     first_logits = logits[0].copy()
     chosen: list[int] = []
+    margins: list[float] = []
     for step in range(steps):
         token = greedy(logits)  # (1,)
         chosen.append(int(token[0]))
+        margins.append(top2_margin(logits[0]))
         if step == steps - 1:
             break
         mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)  # (1, P + 1)
         logits = runner.decode(token[:, None], mask, position_ids(mask)[:, -1:])[:, -1]  # (1, V)
-    return np.array(chosen, dtype=np.int64), first_logits
+    return np.array(chosen, dtype=np.int64), first_logits, margins
 
 
 def golden_from_export(
@@ -58,8 +63,8 @@ def golden_from_export(
     n_positions = loaded.manifest.dims.n_positions
     cases = []
     for prompt, ids in zip(prompts, golden_prompt_ids(encode, n_positions, prompts, steps), strict=True):
-        chosen, last = greedy_ids(loaded, ids, steps)
-        cases.append(golden_case(prompt, ids, chosen.tolist(), last))
+        chosen, last, margins = greedy_ids(loaded, ids, steps)
+        cases.append(golden_case(prompt, ids, chosen.tolist(), last, margins))
     precision = loaded.manifest.precision
     return GoldenSet(cases, logits_atol, f"this export ({precision}) on ONNX Runtime {ort.__version__}, CPU provider")
 
@@ -81,8 +86,9 @@ def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> Parit
     report = ParityReport()
     for index, case in enumerate(golden.cases):
         name = f"golden case {index}"
-        ids, last = greedy_ids(loaded, case.input_ids, len(case.greedy_ids))
-        report.add(compare_tokens(name, ids[None, :], np.array([case.greedy_ids], dtype=np.int64)))
+        ids, last, _ = greedy_ids(loaded, case.input_ids, len(case.greedy_ids))
+        agreement = greedy_agreement(ids.tolist(), case, golden.logits_atol)
+        report.add(Comparison(name, "greedy tokens", agreement.ok, detail=agreement.detail))
         top_ids = np.argsort(-last, kind="stable")[: len(case.top5_ids)]
         if not ranks_agree(last, case.top5_ids, golden.logits_atol):
             report.add(Comparison(name, "top-5 ids", False, detail=f"{top_ids.tolist()} vs expected {case.top5_ids}"))

@@ -112,9 +112,10 @@ public sealed record Manifest(
     }
 }
 
-/// <summary>One golden case: the prompt's ids, the greedy continuation (end of text not special), top-5 logits.</summary>
+/// <summary>One golden case: the prompt's ids, the greedy continuation (end of text not special), top-5 logits.
+/// GreedyMargins: per step, the chosen token's logit minus the runner-up's (empty in older golden files).</summary>
 public sealed record GoldenCase(
-    string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, float[] Top5Logits);
+    string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, float[] Top5Logits, float[] GreedyMargins);
 
 public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
 {
@@ -130,7 +131,10 @@ public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
             var cases = root.GetProperty("cases").EnumerateArray().Select(c => new GoldenCase(
                 c.GetProperty("prompt").GetString() ?? "",
                 Longs(c.GetProperty("input_ids")), Longs(c.GetProperty("greedy_ids")), Longs(c.GetProperty("top5_ids")),
-                c.GetProperty("top5_logits").EnumerateArray().Select(x => x.GetSingle()).ToArray())).ToList();
+                c.GetProperty("top5_logits").EnumerateArray().Select(x => x.GetSingle()).ToArray(),
+                c.TryGetProperty("greedy_margins", out JsonElement m)
+                    ? m.EnumerateArray().Select(x => x.GetSingle()).ToArray()
+                    : Array.Empty<float>())).ToList();
             return new Golden(cases, root.GetProperty("logits_atol").GetDouble());
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)

@@ -41,7 +41,8 @@ public sealed record WeightEntry(string Name, string Dtype, long[] Shape, long O
             try
             {
                 elements = checked(e.Shape.Aggregate(1L, (n, d) => d < 0
-                    ? throw new ExportFolderException($"{tensor} has a negative dimension") : checked(n * d)) * element);
+                    ? throw new ExportFolderException($"{tensor} has a negative dimension")
+                    : checked(n * d)) * element);
             }
             catch (OverflowException)
             {
@@ -57,7 +58,8 @@ public sealed record WeightEntry(string Name, string Dtype, long[] Shape, long O
             }
             if (e.Offset < endOfPrevious)
             {
-                throw new ExportFolderException($"{tensor} overlaps the tensor before it (or the index is not in file order)");
+                throw new ExportFolderException(
+                    $"{tensor} overlaps the tensor before it (or the index is not in file order)");
             }
             if (!names.Add(e.Name))
             {

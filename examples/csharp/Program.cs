@@ -91,7 +91,8 @@ public static class Program
                 ? $"weights: one map of {manifest.WeightsFile} ({shared.TensorCount} tensors, "
                   + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
                 : "weights: loaded and prepacked by ONNX Runtime for each session");
-            Console.WriteLine($"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
+            Console.WriteLine(
+                $"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
             long[][] tokens = GoldenCheck.Run(sessions, golden, batch, report);
             if (tokens.Length > 0)  // case 0's continuation as text
             {

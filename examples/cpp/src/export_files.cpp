@@ -124,7 +124,9 @@ void check_weights_index(const std::vector<WeightEntry>& index, uint64_t file_si
   for (const auto& entry : index) {
     const std::string tensor = "weights_index: tensor '" + entry.name + "'";
     const size_t element = dtype_size(entry.dtype);
-    if (element == 0) throw ExportFolderError(tensor + " has dtype '" + entry.dtype + "', which this sample cannot map");
+    if (element == 0) {
+      throw ExportFolderError(tensor + " has dtype '" + entry.dtype + "', which this sample cannot map");
+    }
     uint64_t elements = 1;
     for (const int64_t dim : entry.shape) {
       if (dim < 0) throw ExportFolderError(tensor + " has a negative dimension");
@@ -160,7 +162,8 @@ Golden read_golden(const std::filesystem::path& file) {
       golden.cases.push_back({c.at("prompt").get<std::string>(), c.at("input_ids").get<std::vector<int64_t>>(),
                               c.at("greedy_ids").get<std::vector<int64_t>>(),
                               c.at("top5_ids").get<std::vector<int64_t>>(),
-                              c.at("top5_logits").get<std::vector<float>>()});
+                              c.at("top5_logits").get<std::vector<float>>(),
+                              c.value("greedy_margins", std::vector<float>{})});
     }
     return golden;
   } catch (const json::exception& e) {

@@ -61,6 +61,7 @@ struct GoldenCase {
   std::vector<int64_t> greedy_ids;  // greedy continuation, end-of-text not treated specially
   std::vector<int64_t> top5_ids;    // of the prompt's last-position logits, most likely first
   std::vector<float> top5_logits;
+  std::vector<float> greedy_margins;  // per step: chosen logit minus the runner-up's (empty in older files)
 };
 
 struct Golden {

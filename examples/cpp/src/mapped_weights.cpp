@@ -20,7 +20,8 @@ ONNXTensorElementDataType element_type(const std::string& dtype) {
   if (dtype == "int8") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
   if (dtype == "int32") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
   if (dtype == "int64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
-  throw ExportFolderError("weights_index: dtype '" + dtype + "' cannot be mapped");  // check_weights_index refuses it first
+  // check_weights_index refuses an unknown dtype before this is reached.
+  throw ExportFolderError("weights_index: dtype '" + dtype + "' cannot be mapped");
 }
 
 }  // namespace
