@@ -38,14 +38,20 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # this checkout's gpt2_onnx, not an installed copy
 
-from gpt2_onnx.versions import version_tuple  # noqa: E402  (needs REPO on sys.path first)
+from typing import get_args  # noqa: E402
+
+from gpt2_onnx.manifest import read_manifest  # noqa: E402  (needs REPO on sys.path first)
+from gpt2_onnx.versions import version_tuple  # noqa: E402
+from runtimes.matrix_check import CellStatus  # noqa: E402
 
 WORK = REPO / ".ci-cache" / "ort-matrix"  # exports (remade on every run) and, by default, the venvs
 VENVS_ENV = "GPT2_ONNX_ORT_VENVS"  # where the venvs live when not in WORK: a folder that outlives clones
 EXPORT_MODEL = ("--model", "random:tiny", "--seed", "0")
 STAMP = "gpt2-onnx-requirements.txt"  # the pins a cached venv was built from; other pins rebuild it
 AS_EXPORTED, LIFTED = "as exported", "minimum lifted"
-FAILED = ("mismatch", "load-error", "run-error")  # what "fails" accepts; "crash" (no verdict) never counts
+# What "fails" accepts: every verdict of runtimes.matrix_check but a pass or our own refusal; "crash" (no verdict,
+# this script's own status) never counts.
+FAILED = tuple(status for status in get_args(CellStatus) if status not in ("pass", "refused"))
 
 # Harness pins. onnxruntime < 1.19 was built against numpy 1.x and does not import under numpy 2 (its wheels
 # do not say so); onnx 1.17 is the newest onnx that still takes numpy 1.x and protobuf 4.
@@ -219,7 +225,7 @@ def lifted_copy(folder: Path) -> Path:
 
 
 def recorded_minimum(folder: Path) -> str:
-    return str(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["min_onnxruntime"])
+    return read_manifest(folder).min_onnxruntime
 
 
 def run_cell(python: Path, folder: Path, variant: str, version: str, manifest: str, expected: str) -> Cell:
