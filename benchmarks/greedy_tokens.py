@@ -29,21 +29,14 @@ def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> 
 
 
 def _eager(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
-    import torch
+    import numpy as np
 
-    from exporters.source import load_source
+    from exporters.eager_system import EagerSystem
 
-    torch.set_num_threads(threads)
-    model = load_source(str(folder)).model
-    chosen: list[int] = []
-    with torch.inference_mode():
-        prompt = torch.tensor(ids)  # (1, T)
-        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
-        for _ in range(new_tokens):
-            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (1, 1)
-            chosen.append(int(token))
-            out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
-    return chosen
+    system = EagerSystem(str(folder), seed=0, threads=threads, device="cpu", attention="eager")  # the parity reference
+    system.load()
+    rows, _, _ = system.greedy(np.asarray(ids, dtype=np.int64), new_tokens)
+    return rows[0]
 
 
 def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:

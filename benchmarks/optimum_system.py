@@ -22,6 +22,7 @@ import onnxruntime as ort
 import torch
 from optimum.onnxruntime import ORTModelForCausalLM
 
+from exporters.greedy_loop import greedy_loop
 from gpt2_onnx.bench.protocol import GenerationTiming
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 
@@ -68,27 +69,9 @@ class OptimumSystem:
         self.model(input_ids=ids, attention_mask=mask, use_cache=True)
         return time.perf_counter() - start
 
-    @torch.inference_mode()
     def greedy(self, input_ids: np.ndarray, new_tokens: int) -> tuple[list[list[int]], list[float], float]:
-        """The chosen tokens (B, new_tokens), the moment each was on the host, and the start."""
-        ids = torch.from_numpy(input_ids)  # (B, T)
-        mask = torch.ones_like(ids)
-        ones = torch.ones((ids.shape[0], 1), dtype=mask.dtype)
-        chosen: list[list[int]] = []
-        marks: list[float] = []
-        start = time.perf_counter()
-        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True)
-        token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
-        chosen.append(token[:, 0].tolist())  # on the host, as ONNX Runtime's loop chooses there
-        marks.append(time.perf_counter())
-        for _ in range(new_tokens - 1):
-            mask = torch.cat([mask, ones], dim=1)  # (B, P + 1)
-            out = self.model(input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True)
-            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
-            chosen.append(token[:, 0].tolist())
-            marks.append(time.perf_counter())
-        rows = [list(row) for row in zip(*chosen, strict=True)]  # (B, new_tokens)
-        return rows, marks, start
+        """The chosen tokens (B, new_tokens), the moment each step's were on the host, and the start."""
+        return greedy_loop(self.model, input_ids, new_tokens)
 
     def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
         _, marks, start = self.greedy(input_ids, new_tokens)

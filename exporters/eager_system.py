@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from exporters.greedy_loop import greedy_loop
 from exporters.source import load_source
 from gpt2_onnx.bench.protocol import GenerationTiming
 
@@ -54,22 +55,10 @@ class EagerSystem:
         self._sync()
         return time.perf_counter() - start
 
-    @torch.inference_mode()
+    def greedy(self, input_ids: np.ndarray, new_tokens: int) -> tuple[list[list[int]], list[float], float]:
+        """The chosen tokens (B, new_tokens), the moment each step's were on the host, and the start."""
+        return greedy_loop(self.model, input_ids, new_tokens, self.device, self._sync, logits_to_keep=1)
+
     def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
-        ids = torch.from_numpy(input_ids).to(self.device)  # (B, T)
-        mask = torch.ones_like(ids)
-        ones = torch.ones((ids.shape[0], 1), dtype=mask.dtype, device=self.device)
-        marks: list[float] = []
-        self._sync()
-        start = time.perf_counter()
-        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
-        token = out.logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
-        token.tolist()  # the host has the token: as ONNX Runtime's loop, which chooses on the host
-        marks.append(time.perf_counter())
-        for _ in range(new_tokens - 1):
-            mask = torch.cat([mask, ones], dim=1)  # (B, P + 1)
-            out = self.model(input_ids=token, attention_mask=mask, past_key_values=out.past_key_values, use_cache=True)
-            token = out.logits[:, -1].argmax(dim=-1, keepdim=True)
-            token.tolist()
-            marks.append(time.perf_counter())
+        _, marks, start = self.greedy(input_ids, new_tokens)
         return GenerationTiming.from_marks(start, marks)
