@@ -22,6 +22,7 @@
 #include "batching.hpp"
 #include "export_files.hpp"
 #include "kv_runner.hpp"
+#include "program.hpp"
 
 namespace {
 
@@ -68,50 +69,36 @@ void measure(gpt2::ExportSessions& sessions, const std::vector<int64_t>& prompt,
   out.decode_ms_per_token.push_back(ms_since(start) / new_tokens);
 }
 
-int to_int(const std::string& text, const std::string& option, int minimum) {
-  size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used != text.size() || value < minimum) {
-    throw std::invalid_argument(option + " needs an integer >= " + std::to_string(minimum) + ", not '" + text + "'");
-  }
-  return value;
-}
-
 Args parse_args(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      if (i + 1 >= argc) throw gpt2::UsageError(arg + " needs a value");
       return argv[++i];
     };
     if (arg == "--prompt") {
-      args.prompt = to_int(value(), arg, 1);
+      args.prompt = gpt2::parse_int(value(), arg, 1);
     } else if (arg == "--new") {
-      args.new_tokens = to_int(value(), arg, 1);
+      args.new_tokens = gpt2::parse_int(value(), arg, 1);
     } else if (arg == "--rounds") {
-      args.rounds = to_int(value(), arg, 1);
+      args.rounds = gpt2::parse_int(value(), arg, 1);
     } else if (arg == "--threads") {
-      args.threads = to_int(value(), arg, 0);
+      args.threads = gpt2::parse_int(value(), arg, 0);
     } else if (!arg.empty() && arg[0] != '-' && args.folder.empty()) {
       args.folder = arg;
     } else {
-      throw std::invalid_argument("unexpected argument '" + arg + "'");
+      throw gpt2::UsageError("unexpected argument '" + arg + "'");
     }
   }
-  if (args.folder.empty()) throw std::invalid_argument("no export folder given");
+  if (args.folder.empty()) throw gpt2::UsageError("no export folder given");
   return args;
 }
 
 int run(const Args& args) {
   const gpt2::Manifest manifest = gpt2::read_manifest(args.folder);
   if (args.prompt + args.new_tokens > manifest.n_positions) {
-    throw std::invalid_argument("prompt + new tokens exceed the model's " + std::to_string(manifest.n_positions) +
+    throw gpt2::UsageError("prompt + new tokens exceed the model's " + std::to_string(manifest.n_positions) +
                                 " positions");
   }
   Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "gpt2_decode_bench");
@@ -162,26 +149,6 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const OrtApi* api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
-  if (api == nullptr) {
-    std::cerr << "error: ONNX Runtime " << OrtGetApiBase()->GetVersionString() << " is older than its headers\n";
-    return 3;
-  }
-  Ort::InitApi(api);
-  try {
-    return run(parse_args(argc, argv));
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "usage: gpt2_decode_bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--threads N]\n"
-              << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const gpt2::ExportFolderError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const Ort::Exception& e) {
-    std::cerr << "error: ONNX Runtime: " << e.what() << "\n";
-    return 3;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 3;
-  }
+  return gpt2::run_program("gpt2_decode_bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--threads N]",
+                           [&] { return run(parse_args(argc, argv)); });
 }

@@ -28,15 +28,13 @@
 #include "batching.hpp"
 #include "export_files.hpp"
 #include "kv_runner.hpp"
+#include "program.hpp"
 
 namespace {
 
 using gpt2::GoldenCase;
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using gpt2::UsageError;
 
 struct Args {
   std::filesystem::path folder;
@@ -53,16 +51,6 @@ gpt2::WeightLoading weight_loading(const std::string& name) {
   throw UsageError("--weights takes shared, shared-unpacked or per-session, not '" + name + "'");
 }
 
-int to_int(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  try {
-    const int value = std::stoi(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::logic_error&) {  // std::invalid_argument, std::out_of_range
-  }
-  throw UsageError(option + " needs an integer, not '" + text + "'");
-}
-
 Args parse_args(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
@@ -76,9 +64,9 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--provider") {
       args.runtime.provider = value();
     } else if (arg == "--device-id") {
-      args.runtime.device_id = to_int(value(), arg);
+      args.runtime.device_id = gpt2::parse_int(value(), arg);
     } else if (arg == "--threads") {
-      args.runtime.intra_op_threads = to_int(value(), arg);
+      args.runtime.intra_op_threads = gpt2::parse_int(value(), arg);
     } else if (arg == "--no-batch") {
       args.batch = false;
     } else if (arg == "--weights") {
@@ -253,21 +241,14 @@ void print_memory(const std::string& when) {
 
 void print_weights(const gpt2::ExportSessions& sessions) {
   const gpt2::MappedWeights* shared = sessions.shared_weights();
-  switch (sessions.weight_loading()) {
-    case gpt2::WeightLoading::shared_prepacked:
-      std::cout << "weights: one map of " << sessions.manifest().weights_file << " (" << shared->tensor_count()
-                << " tensors, " << shared->mapped_bytes() / (1024 * 1024) << " MiB) shared by both sessions, "
-                << "prepacked once for both, map pages released\n";
-      break;
-    case gpt2::WeightLoading::shared_unpacked:
-      std::cout << "weights: one map of " << sessions.manifest().weights_file << " (" << shared->tensor_count()
-                << " tensors, " << shared->mapped_bytes() / (1024 * 1024) << " MiB) shared by both sessions, "
-                << "prepacking off\n";
-      break;
-    case gpt2::WeightLoading::per_session:
-      std::cout << "weights: loaded and prepacked by ONNX Runtime for each session\n";
-      break;
+  if (shared == nullptr) {
+    std::cout << "weights: loaded and prepacked by ONNX Runtime for each session\n";
+    return;
   }
+  const bool prepacked = sessions.weight_loading() == gpt2::WeightLoading::shared_prepacked;
+  std::cout << "weights: one map of " << sessions.manifest().weights_file << " (" << shared->tensor_count()
+            << " tensors, " << shared->mapped_bytes() / (1024 * 1024) << " MiB) shared by both sessions, "
+            << (prepacked ? "prepacked once for both, map pages released" : "prepacking off") << "\n";
 }
 
 // "1.31.1" < "1.16.0"? Compared as numbers, part by part; a part's leading digits count ("0rc1" → 0).
@@ -310,32 +291,8 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Refuse a library older than the headers with a message, not a crash: GetApi returns null then.
-  const OrtApi* api = OrtGetApiBase()->GetApi(ORT_API_VERSION);
-  if (api == nullptr) {
-    std::cerr << "error: ONNX Runtime " << OrtGetApiBase()->GetVersionString() << " is older than its headers (C API "
-              << ORT_API_VERSION << "); use a library at least as new as the headers\n";
-    return 3;
-  }
-  Ort::InitApi(api);
-  try {
-    return run(parse_args(argc, argv));
-  } catch (const UsageError& e) {
-    std::cerr << "usage: gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] "
-                 "[--threads N] [--no-batch] [--weights shared|shared-unpacked|per-session]\nerror: "
-              << e.what() << "\n";
-    return 2;
-  } catch (const gpt2::ExportFolderError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const gpt2::ProviderError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 3;
-  } catch (const Ort::Exception& e) {
-    std::cerr << "error: ONNX Runtime: " << e.what() << "\n";
-    return 3;
-  } catch (const std::exception& e) {  // out of memory and other failures outside the checks
-    std::cerr << "error: " << e.what() << "\n";
-    return 3;
-  }
+  return gpt2::run_program(
+      "gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] [--threads N] "
+      "[--no-batch] [--weights shared|shared-unpacked|per-session]",
+      [&] { return run(parse_args(argc, argv)); });
 }
