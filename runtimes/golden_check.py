@@ -19,6 +19,7 @@ from gpt2_onnx.golden import (
     golden_case,
     golden_prompt_ids,
     greedy_agreement,
+    ranks_agree,
     read_golden,
     top2_margin,
 )
@@ -67,17 +68,6 @@ def golden_from_export(
         cases.append(golden_case(prompt, ids, chosen.tolist(), last, margins))
     precision = loaded.manifest.precision
     return GoldenSet(cases, logits_atol, f"this export ({precision}) on ONNX Runtime {ort.__version__}, CPU provider")
-
-
-def ranks_agree(logits: np.ndarray, expected_ids: Sequence[int], atol: float) -> bool:
-    """Whether ``expected_ids`` rank first in ``logits`` (V,) up to ties within the tolerance: at every rank, the
-    expected id's logit lies within 2 × ``atol`` of the logit holding that rank here. fp32's 1e-4 demands the exact
-    order; a reduced precision, whose kernels differ between machines and between prompt and decode shapes, may
-    swap ids whose logits tie within its tolerance (the C++ and C# samples apply the same rule)."""
-    top = np.argsort(-logits, kind="stable")[: len(expected_ids)]  # (k,)
-    if len(top) != len(expected_ids):
-        return False
-    return bool(np.all(np.abs(logits[list(expected_ids)] - logits[top]) <= 2 * atol))
 
 
 def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> ParityReport:

@@ -14,13 +14,13 @@ from exporters.quantize_graph import QuantSettings
 from exporters.variants import GraphVariant, check_variant_tie
 from gpt2_onnx.config import ExportOptions
 from gpt2_onnx.errors import ExportError, InvalidInputError
-from gpt2_onnx.golden import GoldenCase, greedy_agreement, read_golden
+from gpt2_onnx.golden import GoldenCase, greedy_agreement, ranks_agree, read_golden
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import DECODE, GRAPHS
 from gpt2_onnx.tolerances import tolerance_for
 from gpt2_onnx.weights_index import INDEX_DTYPES, index_of_graphs
 from runtimes.generation import GenerationOptions, generate_ids
-from runtimes.golden_check import check_golden, ranks_agree
+from runtimes.golden_check import check_golden
 from runtimes.session import LoadedExport
 from tests.conftest import export_checkpoint
 from tests.helpers import load_graph, manifest_dims, vocab_by_d_initializers
