@@ -30,7 +30,7 @@ from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["DISABLE_PREPACKING", "ExternalTensorRef", "SharedWeights", "external_tensors"]
+__all__ = ["DISABLE_PREPACKING", "SharedWeights"]
 
 log = logging.getLogger(__name__)
 

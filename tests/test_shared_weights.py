@@ -13,9 +13,10 @@ import pytest
 from gpt2_onnx.batching import position_ids
 from gpt2_onnx.errors import ManifestError
 from gpt2_onnx.names import DECODE, PREFILL
+from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.session import LoadedExport, RuntimeOptions
-from runtimes.shared_weights import ExternalTensorRef, SharedWeights, external_tensors
+from runtimes.shared_weights import SharedWeights
 
 
 def _greedy_logits(loaded: LoadedExport, steps: int) -> list[np.ndarray]:
