@@ -3,20 +3,17 @@ only when complete and checked. An interrupted or failed export leaves neither o
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import signal
 import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 
 from gpt2_onnx.errors import OutputPathError
+from gpt2_onnx.interrupts import raise_if_interrupted, signals_deferred
 
-__all__ = ["StagedFolder", "check_output_path", "signals_deferred"]
+__all__ = ["StagedFolder", "check_output_path"]
 
 log = logging.getLogger(__name__)
 
@@ -32,35 +29,6 @@ def check_output_path(target: Path, force: bool) -> None:
         raise OutputPathError(f"the folder '{parent}' that should hold '{target.name}' does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot write into '{parent}' (permission denied)")
-
-
-_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the block, then deliver any that came, to the handlers in force before.
-
-    Python runs signal handlers in the main thread only, so elsewhere this does nothing (and is not needed: no
-    handler can interrupt that thread's block)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {signum: signal.getsignal(signum) for signum in _DEFERRED_SIGNALS}
-
-    def remember(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    for signum in _DEFERRED_SIGNALS:
-        signal.signal(signum, remember)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
-        for came in dict.fromkeys(received):
-            signal.raise_signal(came)
 
 
 class StagedFolder:
@@ -95,7 +63,9 @@ class StagedFolder:
 
         The swap runs with SIGINT and SIGTERM held back (:func:`signals_deferred`): an interrupt in between its
         two renames would otherwise leave neither export in place. A signal that came meanwhile is delivered
-        once the new export is in place."""
+        once the new export is in place. An interrupt recorded earlier (:func:`raise_if_interrupted`) stops the
+        commit: the export is not put in place."""
+        raise_if_interrupted()
         check_output_path(self.target, self.force)
         umask = os.umask(0)
         os.umask(umask)

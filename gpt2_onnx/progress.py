@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from gpt2_onnx.interrupts import raise_if_interrupted
+
 __all__ = ["StageReporter", "Stages"]
 
 # (stage name, "start" or "done", seconds elapsed in the stage)
@@ -22,10 +24,13 @@ class Stages:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage ``name``; an interrupt recorded before or during it ends the work here."""
+        raise_if_interrupted()
         if self.report:
             self.report(name, "start", 0.0)
         start = time.perf_counter()
         yield
+        raise_if_interrupted()
         elapsed = time.perf_counter() - start
         self.timings[name] = self.timings.get(name, 0.0) + elapsed
         if self.report:

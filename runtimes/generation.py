@@ -15,6 +15,7 @@ import numpy as np
 
 from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.interrupts import raise_if_interrupted
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.sampling import apply_repetition_penalty, greedy, sample
 from runtimes.session import LoadedExport
@@ -173,6 +174,7 @@ class Generation:
         self._timings["prefill_s"] = time.perf_counter() - start
         next_pos = mask.sum(axis=1, keepdims=True)  # (B, 1): each row's next position
         for step in range(options.max_new_tokens):
+            raise_if_interrupted()  # an interrupt that something swallowed still ends the generation
             chosen = selector(logits, rows)  # (B,)
             event: list[int | None] = []
             for row, token in zip(rows, chosen.tolist(), strict=True):

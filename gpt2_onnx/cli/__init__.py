@@ -11,13 +11,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any
 
 import click
 
 from gpt2_onnx import __version__
 from gpt2_onnx.errors import Gpt2OnnxError
+from gpt2_onnx.interrupts import install_interrupt_handlers
 
 __all__ = ["cli", "main"]
 
@@ -92,10 +92,6 @@ class Gpt2OnnxGroup(click.Group):
             ctx.exit(EXIT_INTERNAL)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # unwinds through the same clean-up as Ctrl-C (no half-written export folder)
-
-
 @click.group(
     cls=Gpt2OnnxGroup,
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPT2_ONNX"},
@@ -133,7 +129,7 @@ _register()
 
 def main() -> None:
     """Console-script entry point."""
-    signal.signal(signal.SIGTERM, _terminate)
+    install_interrupt_handlers()  # SIGTERM ends a command as Ctrl-C does, and neither can be swallowed
     if hasattr(signal, "SIGXFSZ"):  # a file-size limit: let the write fail with an error we clean up after
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:

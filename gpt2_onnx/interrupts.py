@@ -1,0 +1,71 @@
+"""SIGINT and SIGTERM that no library can swallow.
+
+Python runs a signal handler between two bytecodes of the main thread, wherever it is, and a handler that raises
+``KeyboardInterrupt`` raises it there. When that place is Python code called from C that clears errors (before
+Python 3.13 ``PyObject_HasAttr`` drops any exception, ``PyDict_GetItem`` drops those of ``__eq__``; C++ extensions
+such as torch's tracer catch and retry), the interrupt is lost without a trace. Seen in CI: a SIGTERM sent during
+tracing, and the export ran to the end and exited 0.
+
+So the command line's handlers also *record* the signal (:func:`install_interrupt_handlers`), and long work checks
+for a recorded one at its checkpoints (:func:`raise_if_interrupted`: every stage's start and end, an export's
+commit, each generated token). An interrupt then always ends the work, at the latest at the next checkpoint.
+Without the handlers (a library user's own process) nothing is recorded and the checkpoints do nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+__all__ = ["install_interrupt_handlers", "raise_if_interrupted", "signals_deferred"]
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+_received: list[int] = []  # signals the installed handlers saw, in order
+
+
+def _record_and_raise(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise KeyboardInterrupt  # unwinds through the same clean-up as Ctrl-C (no half-written export folder)
+
+
+def install_interrupt_handlers() -> None:
+    """Make SIGINT and SIGTERM raise ``KeyboardInterrupt`` and stay recorded for :func:`raise_if_interrupted`.
+
+    Call from the main thread of a program's entry point (the CLI does); Python allows handlers nowhere else."""
+    for signum in _INTERRUPTS:
+        signal.signal(signum, _record_and_raise)
+
+
+def raise_if_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` again when an interrupt came earlier, even if something swallowed the first."""
+    if _received:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block, then deliver any that came, to the handlers in force before.
+
+    Python runs signal handlers in the main thread only, so elsewhere this does nothing (and is not needed: no
+    handler can interrupt that thread's block)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in _INTERRUPTS}
+
+    def remember(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    for signum in _INTERRUPTS:
+        signal.signal(signum, remember)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+        for came in dict.fromkeys(received):
+            signal.raise_signal(came)

@@ -1,0 +1,105 @@
+"""An interrupt that a library swallows still ends the work: at the next stage, before the commit, at the next
+token. The command line records SIGINT and SIGTERM (gpt2_onnx.interrupts); these tests swallow the first
+KeyboardInterrupt on purpose, as C code that clears Python errors does."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpt2_onnx import interrupts
+from gpt2_onnx.output_folder import StagedFolder
+from gpt2_onnx.progress import Stages
+from runtimes import GenerationOptions, Gpt2Onnx
+from tests.helpers import leftovers
+
+
+@pytest.fixture
+def recording_handlers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The command line's handlers, with no interrupt recorded yet; the earlier handlers come back afterwards."""
+    monkeypatch.setattr(interrupts, "_received", [])
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install_interrupt_handlers()
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def interrupt_and_swallow(signum: int = signal.SIGTERM) -> None:
+    try:
+        signal.raise_signal(signum)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the handler did not raise KeyboardInterrupt")
+
+
+def test_without_an_interrupt_checkpoints_pass(recording_handlers: None) -> None:
+    stages = Stages()
+    with stages.stage("one"):
+        pass
+    interrupts.raise_if_interrupted()
+    assert list(stages.timings) == ["one"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_swallowed_interrupt_ends_the_stage_it_came_in(recording_handlers: None, signum: int) -> None:
+    stages = Stages()
+    with pytest.raises(KeyboardInterrupt), stages.stage("tracing"):
+        interrupt_and_swallow(signum)
+    with pytest.raises(KeyboardInterrupt), stages.stage("the next stage"):
+        raise AssertionError("a stage after an interrupt must not start")
+
+
+def test_a_swallowed_interrupt_stops_the_commit(recording_handlers: None, tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt), StagedFolder(target, force=False) as staged:
+        (staged.path / "manifest.json").write_text("{}")
+        interrupt_and_swallow()
+        staged.commit()
+    assert not target.exists() and leftovers(tmp_path) == []
+
+
+def test_a_swallowed_interrupt_ends_the_generation(recording_handlers: None, tiny_export: Path) -> None:
+    model = Gpt2Onnx.load(tiny_export)
+    chunks = iter(model.stream("Hello", GenerationOptions(max_new_tokens=10, ignore_eos=True)))
+    next(chunks)
+    interrupt_and_swallow()
+    with pytest.raises(KeyboardInterrupt):
+        next(chunks)
+
+
+def test_export_whose_tracing_swallows_sigterm_exits_interrupted(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """The failure seen in CI: SIGTERM during tracing was lost, and the export ran to the end with exit code 0."""
+    out = tmp_path / "out"
+    script = textwrap.dedent(
+        f"""
+        import signal, sys
+        import exporters.graphs
+        from gpt2_onnx.cli import main
+
+        trace_graph = exporters.graphs.trace_graph
+
+        def tracing_that_swallows_an_interrupt(*args, **kwargs):
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except KeyboardInterrupt:
+                pass  # as C code that clears Python errors does
+            return trace_graph(*args, **kwargs)
+
+        exporters.graphs.trace_graph = tracing_that_swallows_an_interrupt
+        sys.argv = ["gpt2-onnx", "export", "--model", {str(tiny_checkpoint)!r}, "-o", {str(out)!r}]
+        main()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert "Interrupted." in done.stderr and "Traceback" not in done.stderr
+    assert "trace decode" not in done.stderr  # it ended at the end of the stage it came in
+    assert not out.exists() and leftovers(tmp_path) == []
