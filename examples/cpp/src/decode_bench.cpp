@@ -1,10 +1,11 @@
 // gpt2_decode_bench: what sharing the weights costs in speed, measured in C++ on one export.
 //
-// Loads the folder twice in one process, once with both sessions reading one map of the weights file (prepacking
-// off, the sample's default) and once with ONNX Runtime loading and prepacking the weights per session, then
-// alternates the two round by round: prefill of a fixed prompt, then greedy decode of N tokens through the KV
-// cache. Prints the median prefill time and decode ms/token of each and their ratio within the run. Memory is the
-// golden check's business (gpt2_golden_check prints RSS for either way; here both are loaded at once).
+// Loads the folder three times in one process, once per WeightLoading (kv_runner.hpp): one map prepacked once for
+// both sessions (the sample's default), one map with prepacking off, and ONNX Runtime loading and prepacking the
+// weights per session. It then alternates them round by round, rotating their order: prefill of a fixed prompt,
+// then greedy decode of N tokens through the KV cache. Prints the median prefill time and decode ms/token of each
+// and their ratio to per-session within the run. Memory is the golden check's business (gpt2_golden_check prints
+// RSS for whichever way it takes; here all three are loaded at once).
 //
 //   gpt2_decode_bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--threads N]
 //
