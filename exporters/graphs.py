@@ -25,17 +25,15 @@ from exporters.weights import WeightsIndex, externalize_shared_weights
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError, first_line
-from gpt2_onnx.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
+from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
 from gpt2_onnx.progress import Stages
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
 
-__all__ = ["EMBEDDING", "ExportedGraphs", "export_graphs"]
+__all__ = ["ExportedGraphs", "export_graphs"]
 
 log = logging.getLogger(__name__)
-
-EMBEDDING = "transformer.wte.weight"  # the initializer the embedding Gather and (tied) head Gemm share
 
 
 @dataclass(frozen=True)

@@ -44,10 +44,11 @@ def _feeds(ids: np.ndarray, mask: np.ndarray, positions: np.ndarray, past: Feeds
 class ParitySuite:
     """Runs checks of ``loaded`` (ONNX Runtime) against ``reference`` (transformers) into ``report``."""
 
-    loaded: LoadedExport
+    loaded: LoadedExport  # the folder's own graphs (LoadedExport.run)
     reference: ReferenceModel
     tolerance: Tolerance
     report: ParityReport
+    generation: LoadedExport | None = None  # what generation runs (the merged layout); default: ``loaded``
 
     @property
     def _n_layer(self) -> int:
@@ -147,10 +148,12 @@ class ParitySuite:
             self._logits(f"padded batch row {row} ({len(prompt)} tokens)", actual, expected)
 
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
-        """The runtime's own greedy generation (IO binding, batched) against transformers' ``generate``."""
+        """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against
+        transformers' ``generate``."""
         from runtimes.generation import GenerationOptions, generate_ids
 
-        results = generate_ids(self.loaded, prompts, GenerationOptions(max_new_tokens=steps, ignore_eos=True))
+        runtime = self.generation or self.loaded
+        results = generate_ids(runtime, prompts, GenerationOptions(max_new_tokens=steps, ignore_eos=True))
         for row, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
             ids = np.array([prompt], dtype=np.int64)
             expected = self.reference.greedy(ids, np.ones_like(ids), steps, eos_token_id=None)

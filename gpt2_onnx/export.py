@@ -236,7 +236,9 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             manifest = replace(manifest, files={**manifest.files, **file_records(staged.path, [genai])})
             write_manifest(staged.path, manifest)
         # One CPU load of the written export serves its golden vectors and its parity check.
-        loaded = LoadedExport.load(staged.path, RuntimeOptions(provider="cpu")) if reduced or options.check else None
+        # The folder's own two graphs (what C++, C# and onnxruntime-genai run), weights mapped once where they can be.
+        split = RuntimeOptions(provider="cpu", layout="split")
+        loaded = LoadedExport.load(staged.path, split) if reduced or options.check else None
         if reduced and loaded is not None:
             with stages.stage("golden vectors of the export"):
                 manifest = _golden_from_export(loaded, manifest, source)

@@ -13,6 +13,7 @@ __all__ = [
     "ATTENTION_MASK",
     "BATCH",
     "DECODE",
+    "EMBEDDING",
     "GRAPHS",
     "GRAPH_FILES",
     "INPUT_IDS",
@@ -46,6 +47,9 @@ GRAPHS: tuple[GraphKind, ...] = (PREFILL, DECODE)
 GRAPH_FILES: dict[GraphKind, str] = {PREFILL: "prefill.onnx", DECODE: "decode.onnx"}
 WEIGHTS_FILE = "model.onnx.data"  # the one external-data file both graphs read
 MANIFEST_FILE = "manifest.json"
+# The token embedding's initializer: the embedding Gather and, when tied, the head's Gemm read it (the checkpoint's
+# own parameter name, which tracing keeps).
+EMBEDDING = "transformer.wte.weight"
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"

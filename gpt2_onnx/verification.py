@@ -7,7 +7,7 @@ tolerances and their basis, versions, provider, hardware and the manifest's hash
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class VerifyReport:
     files: list[FileCheck]
     environment: dict[str, Any]
     timings: dict[str, float] = field(default_factory=dict)
+    generation_layout: str = "split"  # the session layout free-running generation was checked in
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -85,6 +86,7 @@ class VerifyReport:
             "source": self.source,
             "provider": self.provider,
             "precision": self.precision,
+            "generation_layout": self.generation_layout,
             "tolerance": self.tolerance.to_json(),
             "failures": self.failures(),
             "comparisons": [c.to_json() for c in self.parity.comparisons],
@@ -128,9 +130,11 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         source = load_source(source_spec, seed=seed, revision=manifest.model.get("revision"))
     with stages.stage("load export"):
         runtime = RuntimeOptions(provider=options.provider, intra_op_threads=options.threads)  # type: ignore[arg-type]
-        loaded = LoadedExport.load(options.folder, runtime, check_file_sizes=False)
+        # The folder's two graphs as shipped, and the layout generation runs (merged, where the runtime has it).
+        loaded = LoadedExport.load(options.folder, replace(runtime, layout="split"), check_file_sizes=False)
+        generation = LoadedExport.load(options.folder, runtime, check_file_sizes=False)
     tolerance = tolerance_for(manifest.precision)
-    suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport())
+    suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
     tokenizer = TextTokenizer(options.folder / "tokenizer.json")
     longest = manifest.dims.n_positions - options.steps - 1
     prompts = [tuple(tokenizer.encode(text)[:longest]) for text in VERIFY_TEXTS]
@@ -150,14 +154,18 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     with stages.stage("golden vectors"):
         for comparison in check_golden(loaded).comparisons:
             suite.report.add(comparison)
+        if generation.layout != loaded.layout:
+            for comparison in check_golden(generation).comparisons:
+                suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
     return VerifyReport(
         folder=str(options.folder),
         source=source_spec + (f" (seed {seed})" if source_spec.startswith("random:") else ""),
-        provider=loaded.sessions["decode"].get_providers()[0],
+        provider=next(iter(loaded.providers().values()))[0],
         precision=manifest.precision,
         tolerance=tolerance,
         parity=suite.report,
         files=files,
         environment=describe_environment(options.provider),
         timings=dict(stages.timings),
+        generation_layout=generation.layout,
     )

@@ -63,8 +63,8 @@ class Gpt2Onnx:
 
     @property
     def providers(self) -> dict[str, list[str]]:
-        """The providers each session actually runs on."""
-        return {kind: session.get_providers() for kind, session in self._loaded.sessions.items()}
+        """The providers each session created so far actually runs on ("generation" in the merged layout)."""
+        return self._loaded.providers()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -107,7 +107,8 @@ class Gpt2Onnx:
     def prefill(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray
     ) -> dict[str, np.ndarray]:
-        """One checked run of the prefill graph (inputs validated before ONNX Runtime sees them)."""
+        """One checked run of the folder's prefill graph (inputs validated before ONNX Runtime sees them). In the
+        merged layout the graph's own session is created on the first call."""
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
         validate_feeds(PREFILL, feeds, self.dims)
         return self._loaded.run(PREFILL, feeds)
@@ -119,7 +120,8 @@ class Gpt2Onnx:
         position_ids: np.ndarray,
         past: Mapping[str, np.ndarray],
     ) -> dict[str, np.ndarray]:
-        """One checked run of the decode graph with an explicit past (``past_key_values.{i}.key|value``)."""
+        """One checked run of the folder's decode graph with an explicit past (``past_key_values.{i}.key|value``);
+        logits for every new token. In the merged layout the graph's own session is created on the first call."""
         feeds = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,

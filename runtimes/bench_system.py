@@ -21,9 +21,15 @@ __all__ = ["OnnxSystem"]
 class OnnxSystem:
     """An export folder on ONNX Runtime with ``threads`` intra-op threads."""
 
-    def __init__(self, folder: Path, threads: int, provider: ProviderName, share_weights: bool) -> None:
+    def __init__(
+        self, folder: Path, threads: int, provider: ProviderName, layout: str = "auto", share_weights: bool = True
+    ) -> None:
         self.options = RuntimeOptions(
-            provider=provider, intra_op_threads=threads, inter_op_threads=1, share_weights=share_weights
+            provider=provider,
+            intra_op_threads=threads,
+            inter_op_threads=1,
+            layout=layout,  # type: ignore[arg-type]  # RuntimeOptions refuses other names
+            share_weights=share_weights,
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None

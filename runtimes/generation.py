@@ -170,7 +170,7 @@ class Generation:
         ids, mask = left_pad([r.prompt_ids for r in rows], pad)  # (B, T)
         selector, runner = _Selector(options, len(rows)), KvCacheRunner(self._loaded)
         start = time.perf_counter()
-        logits = runner.prefill(ids, mask, position_ids(mask))[:, -1]  # (B, V)
+        logits = runner.prefill(ids, mask, position_ids(mask))  # (B, V)
         self._timings["prefill_s"] = time.perf_counter() - start
         next_pos = mask.sum(axis=1, keepdims=True)  # (B, 1): each row's next position
         for step in range(options.max_new_tokens):
@@ -188,7 +188,7 @@ class Generation:
             step_start = time.perf_counter()
             fed = np.where([r.finish is None for r in rows], chosen, pad)[:, None].astype(np.int64)  # (B, 1)
             mask = np.concatenate([mask, np.ones((len(rows), 1), dtype=np.int64)], axis=1)  # (B, P + 1)
-            logits = runner.decode(fed, mask, next_pos)[:, -1]  # (B, V)
+            logits = runner.decode(fed, mask, next_pos)  # (B, V)
             next_pos = next_pos + 1
             self._step_times.append(time.perf_counter() - step_start)
 

@@ -36,7 +36,7 @@ def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple
     step's top-2 margin)."""
     ids, mask = left_pad([prompt_ids], 0)  # (1, T)
     runner = KvCacheRunner(loaded)
-    logits = runner.prefill(ids, mask, position_ids(mask))[:, -1]  # (1, V)
+    logits = runner.prefill(ids, mask, position_ids(mask))  # (1, V)
     first_logits = logits[0].copy()
     chosen: list[int] = []
     margins: list[float] = []
@@ -47,7 +47,7 @@ def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple
         if step == steps - 1:
             break
         mask = np.concatenate([mask, np.ones((1, 1), dtype=np.int64)], axis=1)  # (1, P + 1)
-        logits = runner.decode(token[:, None], mask, position_ids(mask)[:, -1:])[:, -1]  # (1, V)
+        logits = runner.decode(token[:, None], mask, position_ids(mask)[:, -1:])  # (1, V)
     return np.array(chosen, dtype=np.int64), first_logits, margins
 
 

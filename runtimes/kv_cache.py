@@ -2,7 +2,8 @@
 
 Each step binds the previous step's ``present.*`` OrtValues as ``past_key_values.*`` directly (on CUDA they stay in
 GPU memory; on the CPU no numpy copy is made). Only the small token inputs go in from the host and only the logits
-come back to it. The same code serves both providers, so the CPU tests exercise the CUDA path's logic.
+come back to it. The same code serves both providers and both session layouts (:class:`StepSessions`), so the CPU
+tests exercise the CUDA path's logic.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ class KvCacheRunner:
 
     def __init__(self, loaded: LoadedExport) -> None:
         self._loaded = loaded
+        self._steps = loaded.steps
         dims = loaded.manifest.dims
+        self._dims = dims
         self._past_names = [past_name(i, kv) for i in range(dims.n_layer) for kv in KV_KINDS]
         self._present_names = [present_name(i, kv) for i in range(dims.n_layer) for kv in KV_KINDS]
         self._device = "cuda" if loaded.options.provider == "cuda" else "cpu"
@@ -53,13 +56,17 @@ class KvCacheRunner:
         return self._past
 
     def prefill(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
-        """Run the prompt; returns prefill's logits, (B, 1, V) (or (B, T, V) for --all-logits exports)."""
-        logits = self._run(PREFILL, input_ids, attention_mask, position_ids, past=None)
+        """Run the prompt (B, T); returns the next-token logits of its last position, (B, V)."""
+        empty = None
+        if self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
+            batch = input_ids.shape[0]
+            empty = np.zeros((batch, self._dims.n_head, 0, self._dims.head_dim), dtype=np.float32)  # (B, nh, 0, hs)
+        logits = self._run(PREFILL, input_ids, attention_mask, position_ids, past=None, empty=empty)
         self.past_length = input_ids.shape[1]
         return logits
 
     def decode(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
-        """Feed new tokens (B, N) after the cached ones; returns logits (B, N, V)."""
+        """Feed new tokens (B, N) after the cached ones; returns the next-token logits of the last one, (B, V)."""
         if self._past is None:
             raise RuntimeError("decode() before prefill()")
         logits = self._run(DECODE, input_ids, attention_mask, position_ids, past=self._past)
@@ -73,8 +80,9 @@ class KvCacheRunner:
         attention_mask: np.ndarray,
         position_ids: np.ndarray,
         past: list[ort.OrtValue] | None,
+        empty: np.ndarray | None = None,
     ) -> np.ndarray:
-        session = self._loaded.sessions[kind]
+        session = self._steps.session(kind)
         binding = session.io_binding()
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
         binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
@@ -82,11 +90,21 @@ class KvCacheRunner:
         if past is not None:
             for name, value in zip(self._past_names, past, strict=True):
                 binding.bind_ortvalue_input(name, value)  # (B, nh, P, hs), already on the device
+        elif empty is not None:
+            for name in self._past_names:
+                binding.bind_cpu_input(name, empty)  # (B, nh, 0, hs): nothing to copy
+        for name, value in self._steps.constant_inputs.items():
+            binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d)
         binding.bind_output(LOGITS, "cpu")  # the one output the host needs
         for name in self._present_names:
             binding.bind_output(name, self._device, self._device_id)  # ONNX Runtime allocates on the device
-        with onnxruntime_errors(self._loaded.manifest.graphs[kind].file):
+        with onnxruntime_errors(self._what(kind)):
             session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
         self._past = list(outputs[1:])
-        return outputs[0].numpy()
+        return outputs[0].numpy()[:, -1]  # (B, V)
+
+    def _what(self, kind: GraphKind) -> str:
+        if self._steps.prefill_takes_past:
+            return f"the generation graph ({kind})"
+        return self._loaded.manifest.graphs[kind].file

@@ -1,4 +1,5 @@
-"""One cell of the ONNX Runtime matrix: load an export with the installed runtime and check its golden tokens.
+"""One cell of the ONNX Runtime matrix: load an export with the installed runtime and check its golden tokens, in
+the split layout (the folder's two graphs) and the merged one (the generation graph, from MERGED_MIN_ONNXRUNTIME).
 
 Runs in a virtual environment that holds onnxruntime, numpy and onnx and nothing of the PyTorch side::
 
@@ -15,10 +16,13 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
-from gpt2_onnx.versions import installed_versions
+from gpt2_onnx.versions import installed_versions, version_tuple
+
+if TYPE_CHECKING:
+    from runtimes.session import SessionLayout
 
 __all__ = ["CellResult", "CellStatus", "check_cell", "main"]
 
@@ -41,27 +45,58 @@ class CellResult:
         return json.dumps(asdict(self))
 
 
-def check_cell(folder: Path) -> CellResult:
-    """Load ``folder`` on the CPU provider with default session options; compare it with its golden.json."""
+def _golden_status(folder: Path, layout: SessionLayout) -> tuple[CellStatus, str]:
+    """Load ``folder`` in ``layout`` on the CPU provider with default session options; check its golden.json."""
+    from runtimes.golden_check import check_golden
+    from runtimes.session import LoadedExport, RuntimeOptions
+
+    try:
+        loaded = LoadedExport.load(folder, RuntimeOptions(layout=layout))
+    except RuntimeVersionError as exc:
+        return "refused", str(exc)
+    except Gpt2OnnxError as exc:
+        return "load-error", str(exc)
+    try:
+        report = check_golden(loaded)
+    except InferenceError as exc:
+        return "run-error", str(exc)
+    return ("pass" if report.ok else "mismatch"), report.summary()
+
+
+def _merged_layout(folder: Path) -> tuple[bool, str]:
+    """Whether the merged layout behaves as :data:`MERGED_MIN_ONNXRUNTIME` says on this release: it reproduces the
+    golden tokens from that release on; below it, it is refused by our version check and, with that check
+    lifted, really fails to load or computes other tokens."""
     import onnxruntime as ort
 
-    from runtimes.golden_check import check_golden
-    from runtimes.session import LoadedExport
+    from runtimes import session
+
+    if version_tuple(ort.__version__) >= version_tuple(session.MERGED_MIN_ONNXRUNTIME):
+        status, detail = _golden_status(folder, "merged")
+        return status == "pass", f"merged layout {status}"
+    status, detail = _golden_status(folder, "merged")
+    if status != "refused":
+        return False, f"merged layout below {session.MERGED_MIN_ONNXRUNTIME} was not refused: {status}: {detail}"
+    session.MERGED_MIN_ONNXRUNTIME = "0"  # this process only: what the release really does with it
+    lifted, detail = _golden_status(folder, "merged")
+    if lifted == "pass":
+        return False, "merged layout passes below its recorded minimum; lower MERGED_MIN_ONNXRUNTIME"
+    return True, f"merged layout refused; lifted: {lifted}"
+
+
+def check_cell(folder: Path) -> CellResult:
+    """The split layout (the folder's two graphs) against golden.json; where that passes, the merged layout's
+    behaviour on this release too (:func:`_merged_layout`)."""
+    import onnxruntime as ort
 
     def result(status: CellStatus, detail: str) -> CellResult:
         return CellResult(ort.__version__, installed_versions(("numpy",)).get("numpy", "absent"), status, detail)
 
-    try:
-        loaded = LoadedExport.load(folder)
-    except RuntimeVersionError as exc:
-        return result("refused", str(exc))
-    except Gpt2OnnxError as exc:
-        return result("load-error", str(exc))
-    try:
-        report = check_golden(loaded)
-    except InferenceError as exc:
-        return result("run-error", str(exc))
-    return result("pass" if report.ok else "mismatch", report.summary())
+    status, detail = _golden_status(folder, "split")
+    if status != "pass":
+        return result(status, detail)
+    merged_ok, merged = _merged_layout(folder)
+    return result("pass" if merged_ok else "mismatch", f"{detail}; {merged}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,17 @@
-"""Load an export folder through its manifest into one ONNX Runtime session per graph, checked against the manifest.
+"""Load an export folder through its manifest into ONNX Runtime sessions, checked against the manifest.
+
+Two layouts (:class:`RuntimeOptions.layout`):
+
+    merged  one session over the generation graph that :mod:`runtimes.generation_graph` builds from decode.onnx at
+            load time: prefill is decode with an empty past. The weights are prepacked once, one thread pool
+            serves every step, and on the CPU the fp32 tied embedding is read from one map of the weights file.
+    split   prefill.onnx and decode.onnx in a session each, as shipped (what C++, C# and onnxruntime-genai
+            consumers run). On the CPU, fp32 sessions share one map of the weights with prepacking off
+            (``share_weights``), else ONNX Runtime loads and prepacks each session's weights itself.
+
+``auto`` (the default) is ``merged`` where the installed ONNX Runtime can load a graph from memory with its
+weights beside it (:data:`MERGED_MIN_ONNXRUNTIME`), else ``split``. Whatever the layout, :meth:`LoadedExport.run`
+runs the folder's own graphs, creating their sessions on first use in the merged layout.
 
 A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size than the manifest
 states, when a graph's external data points outside the folder or disagrees with the manifest's ``weights_index``,
@@ -9,38 +22,40 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
 
-from gpt2_onnx.errors import (
-    Gpt2OnnxError,
-    InferenceError,
-    InvalidInputError,
-    ManifestError,
-    RuntimeVersionError,
-    first_line,
-)
+from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
 from gpt2_onnx.manifest import Manifest, read_manifest
-from gpt2_onnx.names import GRAPHS, GraphKind
+from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
 from gpt2_onnx.versions import version_tuple
-from gpt2_onnx.weights_index import check_index_covers
+from gpt2_onnx.weights_index import external_tensors
+from runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
+from runtimes.generation_graph import initializer_as_input, last_position_logits
 from runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
 from runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["LoadedExport", "RuntimeOptions"]
+__all__ = ["MERGED_MIN_ONNXRUNTIME", "LoadedExport", "RuntimeOptions", "SessionLayout", "StepSessions"]
 
 log = logging.getLogger(__name__)
 
-_ORT_TYPES = {"int64": "tensor(int64)", "float32": "tensor(float)", "float16": "tensor(float16)"}
+SessionLayout = Literal["auto", "merged", "split"]
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
+_LAYOUTS = ("auto", "merged", "split")
+# The oldest ONNX Runtime that loads a graph from memory with its external weights in a folder it is told
+# (session.model_external_initializers_file_folder_path); measured by scripts/ort_matrix.py (docs/compatibility.md).
+MERGED_MIN_ONNXRUNTIME = "1.21.0"
+_WEIGHTS_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime session config key
 
 
 @dataclass(frozen=True)
@@ -54,13 +69,16 @@ class RuntimeOptions:
     device_id: int = 0  # CUDA device
     session_config: Mapping[str, str] = field(default_factory=dict)  # extra SessionOptions config entries
     log_severity: int = 3  # ONNX Runtime's own log level: 0 verbose … 3 error, 4 fatal
-    # CPU: map the weights file once and give both sessions its tensors, without prepacking (see shared_weights).
-    # False: ONNX Runtime loads each session's weights itself (prepacked copies per session; more memory).
+    layout: SessionLayout = "auto"  # merged: one session for every step; split: the folder's two graphs
+    # split layout, CPU, fp32: map the weights file once and give both sessions its tensors, prepacking off (see
+    # shared_weights). False: ONNX Runtime loads each session's weights itself (prepacked copies per session).
     share_weights: bool = True
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
             raise InvalidInputError(f"graph_optimization must be one of {', '.join(_OPT_LEVELS)}")
+        if self.layout not in _LAYOUTS:
+            raise InvalidInputError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{self.layout}'")
         for name in ("intra_op_threads", "inter_op_threads"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -88,10 +106,25 @@ def _session_options(options: RuntimeOptions) -> ort.SessionOptions:
     return so
 
 
+def resolve_layout(options: RuntimeOptions) -> Literal["merged", "split"]:
+    """The layout ``options`` ask for on the installed ONNX Runtime (``auto``: merged where it can load it)."""
+    import onnxruntime as ort
+
+    supported = version_tuple(ort.__version__) >= version_tuple(MERGED_MIN_ONNXRUNTIME)
+    if options.layout == "split" or (options.layout == "auto" and not supported):
+        return "split"
+    if not supported:
+        raise RuntimeVersionError(
+            f"the merged layout needs onnxruntime >= {MERGED_MIN_ONNXRUNTIME}, but {ort.__version__} is installed; "
+            "upgrade onnxruntime or use layout 'split'"
+        )
+    return "merged"
+
+
 def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
-    """Shared weights for float32 graphs on the CPU only: a CUDA session copies its weights to the GPU anyway, and
-    quantized graphs need prepacking (MatMulNBits runs ~30× slower without it). Not when the caller sets
-    prepacking itself."""
+    """split layout: shared weights for float32 graphs on the CPU only: a CUDA session copies its weights to the
+    GPU anyway, and quantized graphs need prepacking (MatMulNBits runs ~30× slower without it). Not when the
+    caller sets prepacking itself."""
     return (
         options.share_weights
         and options.provider == "cpu"
@@ -100,87 +133,11 @@ def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
     )
 
 
-def _check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
-    inside = folder.resolve()
-    for name, record in manifest.files.items():
-        path = folder / name
-        if not path.is_file():
-            raise ManifestError(f"'{folder}' lacks {name}, which its manifest lists")
-        if path.resolve().parent != inside:
-            raise ManifestError(f"{path} is a link to '{path.resolve()}', outside the export folder")
-        if not check_sizes:
-            continue
-        size = path.stat().st_size
-        if size != record.size:
-            raise ManifestError(f"{path} has {size} bytes but the manifest says {record.size} (changed or truncated)")
-
-
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor a graph holds: initializers, sparse initializers' parts, and tensors in node attributes
-    (``Constant`` values, subgraphs of ``If``/``Loop``/``Scan``), recursively."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            if attribute.HasField("sparse_tensor"):
-                yield attribute.sparse_tensor.values
-                yield attribute.sparse_tensor.indices
-            for sparse in attribute.sparse_tensors:
-                yield sparse.values
-                yield sparse.indices
-            if attribute.HasField("g"):
-                yield from _graph_tensors(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graph_tensors(subgraph)
-
-
-def _check_external_data(graph: onnx.ModelProto, manifest: Manifest, path: Path) -> None:
-    """Every external tensor, wherever the graph holds it, must live in the manifest's weights file: no paths out
-    of the folder reach ONNX Runtime."""
-    for tensor in _graph_tensors(graph.graph):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
-        if location != manifest.weights_file:
-            raise ManifestError(
-                f"{path.name}: tensor '{tensor.name}' points at external data '{location}', "
-                f"not the export's weights file '{manifest.weights_file}'"
-            )
-
-
-def _graph_export_id(graph: onnx.ModelProto) -> str | None:
-    return next((prop.value for prop in graph.metadata_props if prop.key == "gpt2_onnx.export_id"), None)
-
-
-def _check_io(session: ort.InferenceSession, manifest: Manifest, kind: GraphKind, path: Path) -> None:
-    record = manifest.graphs[kind]
-    for label, got, specs in (
-        ("inputs", session.get_inputs(), record.inputs),
-        ("outputs", session.get_outputs(), record.outputs),
-    ):
-        have = [(arg.name, arg.type) for arg in got]
-        want = [(spec.name, _ORT_TYPES.get(spec.dtype, spec.dtype)) for spec in specs]
-        if have != want:
-            diff = next(
-                (f"{h} vs {w}" for h, w in zip(have, want, strict=False) if h != w),
-                f"{len(have)} vs {len(want)}",
-            )
-            raise ManifestError(f"{path.name}: {label} do not match manifest.json (graph vs manifest: {diff})")
-
-
-def _check_runtime_version(manifest: Manifest) -> None:
-    import onnxruntime as ort
-
-    if version_tuple(ort.__version__) < version_tuple(manifest.min_onnxruntime):
-        raise RuntimeVersionError(
-            f"this export needs onnxruntime >= {manifest.min_onnxruntime}, but {ort.__version__} is installed; "
-            "upgrade onnxruntime"
-        )
+def _maps_embedding(options: RuntimeOptions, manifest: Manifest) -> bool:
+    """merged layout: the fp32 embedding read from one map on the CPU (on CUDA it must live on the GPU). Tied, it
+    is the head's matrix too, which ONNX Runtime would otherwise prepack into a second copy; untied, only the
+    Gather reads it, from the map as from ONNX Runtime's own load."""
+    return options.provider == "cpu" and manifest.precision == "float32"
 
 
 @contextlib.contextmanager
@@ -209,79 +166,175 @@ def onnxruntime_errors(what: str) -> Iterator[None]:
         raise InferenceError(f"ONNX Runtime failed running {what}: {first_line(exc)}") from exc
 
 
+def _create_session(
+    model: str | bytes, session_options: ort.SessionOptions, options: RuntimeOptions, what: str
+) -> ort.InferenceSession:
+    """One session on the provider asked for, or a typed error; never a session that quietly runs elsewhere."""
+    import onnxruntime as ort
+
+    provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
+    try:
+        with _provider_failures_quiet(options.provider):
+            session = ort.InferenceSession(
+                model, session_options, providers=provider_list(options.provider), provider_options=provider_options
+            )
+    except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
+        raise Gpt2OnnxError(f"ONNX Runtime cannot load {what}: {first_line(exc)}") from exc
+    check_session_provider(session.get_providers(), options.provider, what)
+    return session
+
+
+@dataclass(frozen=True)
+class StepSessions:
+    """What a generation runs: the session of each step, and the inputs bound on every run besides the tokens.
+
+    In the merged layout both steps are one session, prefill feeds an empty past, and the logits are the last
+    position's, (B, 1, V), however many tokens go in.
+    """
+
+    prefill: ort.InferenceSession
+    decode: ort.InferenceSession
+    prefill_takes_past: bool
+    constant_inputs: Mapping[str, ort.OrtValue] = field(default_factory=dict)
+    label: str = "split"
+
+    def session(self, kind: GraphKind) -> ort.InferenceSession:
+        return self.prefill if kind == PREFILL else self.decode
+
+
 class LoadedExport:
-    """An export folder with one ONNX Runtime session per graph. Sessions allow concurrent ``run`` calls."""
+    """An export folder loaded on one provider. Sessions allow concurrent runs; use as a context manager (or call
+    :meth:`close`) to release the sessions and the weights map before the object goes away."""
 
     def __init__(
         self,
         folder: Path,
         manifest: Manifest,
-        sessions: dict[GraphKind, ort.InferenceSession],
         options: RuntimeOptions,
+        steps: StepSessions,
+        graph_sessions: dict[GraphKind, ort.InferenceSession],
         shared_weights: SharedWeights | None = None,
     ) -> None:
         self.folder = folder
         self.manifest = manifest
-        self.sessions = sessions
         self.options = options
-        self.shared_weights = shared_weights  # the sessions' initializers point into it: it must live as long
+        self._steps: StepSessions | None = steps
+        self.layout = steps.label
+        self._graph_sessions = graph_sessions
+        self._lock = threading.Lock()
+        self.shared_weights = shared_weights  # sessions' initializers point into it: it must live as long
 
     @classmethod
     def load(
         cls, folder: str | Path, options: RuntimeOptions | None = None, check_file_sizes: bool = True
     ) -> LoadedExport:
-        """Read the manifest, check the files against it and create both sessions on the requested provider.
+        """Read the manifest, check the folder against it and create the sessions of the layout asked for.
 
         ``check_file_sizes=False`` skips only the size comparison (``verify`` hashes the files itself and reports
         a mismatch alongside what parity finds); missing files are refused either way.
         """
-        import onnxruntime as ort
-
         options = options or RuntimeOptions()
         folder = Path(folder)
         manifest = read_manifest(folder)
-        _check_runtime_version(manifest)
-        _check_files(folder, manifest, check_file_sizes)
-        providers = provider_list(options.provider)
+        check_runtime_version(manifest)
+        check_files(folder, manifest, check_file_sizes)
+        provider_list(options.provider)
         ensure_provider_loadable(options.provider)
-        export_id = manifest.export.get("export_id")
-        sessions: dict[GraphKind, ort.InferenceSession] = {}
+        layout = resolve_layout(options)
+        graphs = {kind: read_graph(folder / manifest.graphs[kind].file) for kind in GRAPHS}
+        for kind, graph in graphs.items():
+            check_graph(graph, manifest, kind, folder / manifest.graphs[kind].file)
+        if layout == "merged":
+            return cls._merged(folder, manifest, options, graphs[DECODE])
         shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options, manifest) else None
-        for kind in GRAPHS:
-            path = folder / manifest.graphs[kind].file
-            try:
-                graph = onnx.load(str(path), load_external_data=False)
-            except Exception as exc:  # protobuf's DecodeError and OSError alike
-                raise ManifestError(f"{path} is not a readable ONNX graph: {exc}") from exc
-            _check_external_data(graph, manifest, path)
-            if manifest.weights_index:  # what C++/C# consumers map must be what the graphs read
-                check_index_covers(manifest.weights_index, graph, path)
-            if export_id is not None and _graph_export_id(graph) != export_id:
-                raise ManifestError(f"{path.name} belongs to another export than manifest.json (export ids differ)")
-            session_options = _session_options(options)
-            if shared is not None:
-                shared.add_to(session_options, graph, path)
-            del graph
-            provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
-            try:
-                with _provider_failures_quiet(options.provider):
-                    session = ort.InferenceSession(
-                        str(path),
-                        session_options,
-                        providers=providers,
-                        provider_options=provider_options,
-                    )
-            except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
-                raise Gpt2OnnxError(f"ONNX Runtime cannot load {path.name}: {first_line(exc)}") from exc
-            check_session_provider(session.get_providers(), options.provider, path.name)
-            _check_io(session, manifest, kind, path)
-            sessions[kind] = session
-        return cls(folder, manifest, sessions, options, shared)
+        sessions = {
+            kind: cls._graph_session(folder, manifest, options, kind, graph, shared) for kind, graph in graphs.items()
+        }
+        steps = StepSessions(sessions[PREFILL], sessions[DECODE], prefill_takes_past=False)
+        return cls(folder, manifest, options, steps, sessions, shared)
+
+    @classmethod
+    def _merged(
+        cls, folder: Path, manifest: Manifest, options: RuntimeOptions, decode: onnx.ModelProto
+    ) -> LoadedExport:
+        graph = last_position_logits(decode, manifest.graphs[DECODE].file)
+        shared: SharedWeights | None = None
+        constants: dict[str, ort.OrtValue] = {}
+        if _maps_embedding(options, manifest):
+            shared = SharedWeights(folder / manifest.weights_file)
+            path = folder / manifest.graphs[DECODE].file
+            ref = next((r for r in external_tensors(decode, path) if r.name == EMBEDDING), None)
+            if ref is not None:
+                graph = initializer_as_input(graph, EMBEDDING)
+                constants[EMBEDDING] = shared.value(ref)  # (V, d), pointing into the map
+        session_options = _session_options(options)
+        session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
+        session = _create_session(graph.SerializeToString(), session_options, options, "the generation graph")
+        del graph
+        steps = StepSessions(session, session, prefill_takes_past=True, constant_inputs=constants, label="merged")
+        return cls(folder, manifest, options, steps, {}, shared if constants else None)
+
+    @staticmethod
+    def _graph_session(
+        folder: Path,
+        manifest: Manifest,
+        options: RuntimeOptions,
+        kind: GraphKind,
+        graph: onnx.ModelProto,
+        shared: SharedWeights | None,
+    ) -> ort.InferenceSession:
+        path = folder / manifest.graphs[kind].file
+        session_options = _session_options(options)
+        if shared is not None:
+            shared.add_to(session_options, graph, path)
+        return _create_session(str(path), session_options, options, path.name)
+
+    @property
+    def steps(self) -> StepSessions:
+        """The sessions generation runs (:class:`StepSessions`)."""
+        if self._steps is None:
+            raise InvalidInputError(f"the export '{self.folder}' was closed; load it again")
+        return self._steps
+
+    def graph_session(self, kind: GraphKind) -> ort.InferenceSession:
+        """The session of the folder's own ``kind`` graph; in the merged layout created on first use."""
+        self.steps  # noqa: B018  # refuses a closed export
+        with self._lock:
+            session = self._graph_sessions.get(kind)
+            if session is None:
+                graph = read_graph(self.folder / self.manifest.graphs[kind].file)
+                session = self._graph_session(self.folder, self.manifest, self.options, kind, graph, None)
+                self._graph_sessions[kind] = session
+            return session
 
     def run(self, kind: GraphKind, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One plain run of a graph: numpy in, numpy out (by output name)."""
-        session = self.sessions[kind]
+        """One plain run of the folder's ``kind`` graph: numpy in, numpy out (by output name)."""
+        session = self.graph_session(kind)
         names = [out.name for out in session.get_outputs()]
         with onnxruntime_errors(self.manifest.graphs[kind].file):
             values = session.run(names, dict(feeds))
         return dict(zip(names, values, strict=True))
+
+    def providers(self) -> dict[str, list[str]]:
+        """The providers each session created so far actually runs on, by step or graph."""
+        if self._steps is None:
+            return {}
+        found = {"generation": self._steps.decode.get_providers()} if self.layout == "merged" else {}
+        with self._lock:
+            found.update({kind: session.get_providers() for kind, session in self._graph_sessions.items()})
+        return found
+
+    def close(self) -> None:
+        """Release the sessions and the weights map (the object is unusable afterwards)."""
+        with self._lock:
+            self._graph_sessions.clear()
+            self._steps = None
+        self.shared_weights = None
+
+    def __enter__(self) -> LoadedExport:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

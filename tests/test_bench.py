@@ -57,7 +57,7 @@ def test_bench_table_without_eager(tiny_export: Path) -> None:
     assert "decode ms/token (median)" in result.stdout
     assert "pytorch-eager" not in result.stdout
     assert "RSS after load (MiB)" in result.stdout
-    assert f"{tiny_export.name}+prepack" in result.stdout  # --unshared: ONNX Runtime's own loading beside
+    assert f"{tiny_export.name}+split" in result.stdout  # --unshared: the two graphs, prepacked per session, beside
 
 
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:

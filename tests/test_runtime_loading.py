@@ -72,11 +72,13 @@ def test_session_that_drops_cuda_is_refused(
     assert capfd.readouterr().err == ""
 
 
-def test_sessions_run_on_the_provider_asked_for(tiny_export: Path) -> None:
-    model = Gpt2Onnx.load(
-        tiny_export, provider="cpu", options=RuntimeOptions(intra_op_threads=1, graph_optimization="basic")
-    )
-    assert model.providers == {"prefill": ["CPUExecutionProvider"], "decode": ["CPUExecutionProvider"]}
+@pytest.mark.parametrize(
+    ("layout", "sessions"), [("merged", ["generation"]), ("split", ["prefill", "decode"]), ("auto", ["generation"])]
+)
+def test_sessions_run_on_the_provider_asked_for(tiny_export: Path, layout: str, sessions: list[str]) -> None:
+    options = RuntimeOptions(intra_op_threads=1, graph_optimization="basic", layout=layout)  # type: ignore[arg-type]
+    model = Gpt2Onnx.load(tiny_export, provider="cpu", options=options)
+    assert model.providers == {name: ["CPUExecutionProvider"] for name in sessions}
 
 
 def test_missing_folder_and_manifest(tmp_path: Path) -> None:

@@ -40,9 +40,9 @@ def system_specs(
     specs = [
         SystemSpec("onnx", label, folder=str(folder)) for label, folder in zip(_labels(folders), folders, strict=True)
     ]
-    if unshared:  # each float32 folder again, loaded by ONNX Runtime itself (prepacked weights per session)
+    if unshared:  # each float32 folder again as its two graphs, loaded by ONNX Runtime itself (prepacked per session)
         specs += [
-            SystemSpec("onnx", f"{spec.label}+prepack", folder=spec.folder, share_weights=False)
+            SystemSpec("onnx", f"{spec.label}+split", folder=spec.folder, layout="split", share_weights=False)
             for spec, manifest in zip(specs, manifests, strict=True)
             if manifest.precision == "float32"
         ]

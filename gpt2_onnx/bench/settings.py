@@ -73,7 +73,8 @@ class SystemSpec:
     folder: str | None = None  # onnx: the export folder
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
-    share_weights: bool = True  # onnx: one map of the weights for both sessions (False: ONNX Runtime's loading)
+    layout: str = "auto"  # onnx: runtimes.session's session layout: merged (one session), split (the two graphs)
+    share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
     # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
     factory: str | None = None

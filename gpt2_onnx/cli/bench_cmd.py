@@ -90,7 +90,8 @@ def _lengths(text: str) -> tuple[int, ...]:
 @click.option(
     "--unshared",
     is_flag=True,
-    help="Also measure each float32 folder as ONNX Runtime loads it: weights prepacked per session (more memory).",
+    help="Also measure each float32 folder in the split layout: its two graphs as shipped, weights prepacked per "
+    "session by ONNX Runtime (more memory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
 def bench(

@@ -1,0 +1,134 @@
+"""The generation graph built at load time from decode.onnx: last-position logits, the embedding as an input, and
+the merged layout computing what the folder's own two graphs compute, for every precision and --optimize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from gpt2_onnx.batching import left_pad, position_ids
+from gpt2_onnx.errors import InvalidInputError, ManifestError
+from gpt2_onnx.names import DECODE, EMBEDDING, LOGITS, PREFILL, past_name
+from runtimes.generation import GenerationOptions, generate_ids
+from runtimes.generation_graph import initializer_as_input, last_position_logits
+from runtimes.kv_cache import KvCacheRunner
+from runtimes.session import LoadedExport, RuntimeOptions
+from tests.conftest import export_checkpoint
+from tests.helpers import load_graph
+
+MERGED = RuntimeOptions(layout="merged")
+SPLIT = RuntimeOptions(layout="split")
+PROMPTS = [[464, 2068, 7586, 21831, 18045], [15496], [818, 257]]
+
+
+@pytest.fixture(scope="module", params=["int8", "int4", "fp16", "optimize"])
+def variant_export(
+    request: pytest.FixtureRequest, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    options = {"optimize": True} if request.param == "optimize" else {"precision": request.param}
+    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("variant") / request.param, **options)
+
+
+def test_last_position_logits_has_one_position_and_leaves_its_input_alone(tiny_export: Path) -> None:
+    decode = load_graph(tiny_export, DECODE)
+    before = decode.SerializeToString()
+    merged = last_position_logits(decode)
+    assert decode.SerializeToString() == before  # a pure transform
+    logits = next(value for value in merged.graph.output if value.name == LOGITS)
+    assert logits.type.tensor_type.shape.dim[1].dim_value == 1
+    assert [n.op_type for n in merged.graph.node].count("Slice") == [n.op_type for n in decode.graph.node].count(
+        "Slice"
+    ) + 1
+
+
+def test_merged_logits_are_decode_graphs_last_position(tiny_export: Path) -> None:
+    """Three new tokens after a past of two: the generation graph's logits equal decode.onnx's last row."""
+    split, merged = LoadedExport.load(tiny_export, SPLIT), LoadedExport.load(tiny_export, MERGED)
+    dims = split.manifest.dims
+    ids = np.array([[464, 2068, 7586, 21831, 18045]], dtype=np.int64)  # (1, 5)
+    ones = np.ones_like(ids)
+    prefill = split.run(
+        PREFILL, {"input_ids": ids[:, :2], "attention_mask": ones[:, :2], "position_ids": position_ids(ones[:, :2])}
+    )
+    past = {past_name(i, kv): prefill[f"present.{i}.{kv}"] for i in range(dims.n_layer) for kv in ("key", "value")}
+    feeds = {"input_ids": ids[:, 2:], "attention_mask": ones, "position_ids": position_ids(ones)[:, 2:], **past}
+    expected = split.run(DECODE, feeds)[LOGITS]  # (1, 3, V)
+    session = merged.steps.decode
+    names = [out.name for out in session.get_outputs()]
+    got = dict(zip(names, session.run(names, {**feeds, **_constants(merged)}), strict=True))[LOGITS]  # (1, 1, V)
+    assert got.shape == (1, 1, dims.vocab_size)
+    np.testing.assert_allclose(got[:, 0], expected[:, -1], atol=1e-5)
+
+
+def _constants(loaded: LoadedExport) -> dict[str, np.ndarray]:
+    return {name: value.numpy() for name, value in loaded.steps.constant_inputs.items()}
+
+
+def test_initializer_as_input(tiny_export: Path) -> None:
+    decode = load_graph(tiny_export, DECODE)
+    changed = initializer_as_input(decode, EMBEDDING)
+    assert EMBEDDING not in {t.name for t in changed.graph.initializer}
+    added = next(value for value in changed.graph.input if value.name == EMBEDDING)
+    table = next(t for t in decode.graph.initializer if t.name == EMBEDDING)
+    assert [d.dim_value for d in added.type.tensor_type.shape.dim] == list(table.dims)
+    with pytest.raises(ManifestError, match="no initializer 'nope'"):
+        initializer_as_input(decode, "nope")
+
+
+def test_a_graph_of_another_shape_is_refused(tiny_export: Path) -> None:
+    decode = load_graph(tiny_export, DECODE)
+    graph = onnx.ModelProto()
+    graph.CopyFrom(decode)
+    producer = next(n for n in graph.graph.node if LOGITS in n.output)
+    producer.op_type = "Softmax"  # something no export of ours puts before the logits
+    with pytest.raises(ManifestError, match="unexpected Softmax node"):
+        last_position_logits(graph)
+
+
+def _greedy_logits(loaded: LoadedExport, prompts: list[list[int]], steps: int) -> list[np.ndarray]:
+    ids, mask = left_pad(prompts, 0)  # (B, T)
+    runner = KvCacheRunner(loaded)
+    logits = [runner.prefill(ids, mask, position_ids(mask))]  # (B, V) each
+    for _ in range(steps):
+        token = logits[-1].argmax(axis=-1)[:, None]  # (B, 1)
+        mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+        logits.append(runner.decode(token, mask, position_ids(mask)[:, -1:]))
+    return logits
+
+
+def test_merged_layout_equals_split_on_a_padded_batch(tiny_export: Path) -> None:
+    merged = _greedy_logits(LoadedExport.load(tiny_export, MERGED), PROMPTS, steps=4)
+    split = _greedy_logits(LoadedExport.load(tiny_export, SPLIT), PROMPTS, steps=4)
+    for a, b in zip(merged, split, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_every_variant_generates_in_the_merged_layout_as_in_the_split(variant_export: Path) -> None:
+    """int8, int4, fp16 and --optimize exports: the merged layout loads and chooses the split layout's tokens
+    (quantized kernels may differ by a rounding, so logits are compared loosely and tokens exactly)."""
+    merged, split = LoadedExport.load(variant_export, MERGED), LoadedExport.load(variant_export, SPLIT)
+    assert merged.layout == "merged" and merged.steps.prefill is merged.steps.decode
+    assert not merged.steps.constant_inputs or merged.manifest.precision == "float32"
+    options = GenerationOptions(max_new_tokens=6, ignore_eos=True)
+    a, b = generate_ids(merged, PROMPTS, options), generate_ids(split, PROMPTS, options)
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    for x, y in zip(_greedy_logits(merged, PROMPTS, 2), _greedy_logits(split, PROMPTS, 2), strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-2)
+
+
+def test_graph_sessions_are_created_on_first_use_in_the_merged_layout(tiny_export: Path) -> None:
+    loaded = LoadedExport.load(tiny_export, MERGED)
+    assert set(loaded.providers()) == {"generation"}
+    ids = np.array([[464, 2068]], dtype=np.int64)
+    out = loaded.run(
+        PREFILL, {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(2)[None]}
+    )
+    assert out[LOGITS].shape[1] == 1
+    assert set(loaded.providers()) == {"generation", "prefill"}
+    loaded.close()
+    assert loaded.providers() == {}
+    with pytest.raises(InvalidInputError, match="was closed"):
+        KvCacheRunner(loaded)
