@@ -168,7 +168,8 @@ class Generation:
         self._done = True
         rows, pad, options = self._rows, self._pad, self._options
         ids, mask = left_pad([r.prompt_ids for r in rows], pad)  # (B, T)
-        selector, runner = _Selector(options, len(rows)), KvCacheRunner(self._loaded)
+        selector = _Selector(options, len(rows))
+        runner = KvCacheRunner(self._loaded, capacity=ids.shape[1] + options.max_new_tokens)
         start = time.perf_counter()
         logits = runner.prefill(ids, mask, position_ids(mask))  # (B, V)
         self._timings["prefill_s"] = time.perf_counter() - start

@@ -35,7 +35,7 @@ def greedy_ids(loaded: LoadedExport, prompt_ids: list[int], steps: int) -> tuple
     """Greedy decoding without stopping at end-of-text: (new ids (steps,), the prompt's last logits (V,), each
     step's top-2 margin)."""
     ids, mask = left_pad([prompt_ids], 0)  # (1, T)
-    runner = KvCacheRunner(loaded)
+    runner = KvCacheRunner(loaded, capacity=ids.shape[1] + steps)
     logits = runner.prefill(ids, mask, position_ids(mask))  # (1, V)
     first_logits = logits[0].copy()
     chosen: list[int] = []

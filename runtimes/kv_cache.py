@@ -1,9 +1,10 @@
 """Prefill and decode steps with ONNX Runtime IO binding: the KV cache never leaves the provider's device.
 
-Each step binds the previous step's ``present.*`` OrtValues as ``past_key_values.*`` directly (on CUDA they stay in
-GPU memory; on the CPU no numpy copy is made). Only the small token inputs go in from the host and only the logits
-come back to it. The same code serves both providers and both session layouts (:class:`StepSessions`), so the CPU
-tests exercise the CUDA path's logic.
+Each step binds the previous step's ``present.*`` as ``past_key_values.*`` directly: OrtValues that ONNX Runtime
+allocated on the device (on CUDA they stay in GPU memory), or, on the CPU when the generation's length is known
+(``capacity``), the runtime's own double buffers (:mod:`runtimes.kv_buffers`), so that memory stays fixed. Only
+the small token inputs go in from the host and only the logits come back to it. The same code serves both
+providers and both session layouts (:class:`StepSessions`), so the CPU tests exercise the CUDA path's logic.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpt2_onnx.names import (
     past_name,
     present_name,
 )
+from runtimes.kv_buffers import KvBuffers
 from runtimes.session import onnxruntime_errors
 
 if TYPE_CHECKING:
@@ -36,9 +38,14 @@ __all__ = ["KvCacheRunner"]
 
 class KvCacheRunner:
     """Runs one sequence batch: :meth:`prefill` once, then :meth:`decode` per step. Not shared between threads;
-    create one per generation (the sessions underneath are shared and thread-safe)."""
+    create one per generation (the sessions underneath are shared and thread-safe).
 
-    def __init__(self, loaded: LoadedExport) -> None:
+    ``capacity``: the most positions the sequence will reach (prompt + new tokens). Given on the CPU, the cache
+    lives in buffers of that size allocated once (:class:`KvBuffers`); otherwise ONNX Runtime allocates each
+    step's present.
+    """
+
+    def __init__(self, loaded: LoadedExport, capacity: int | None = None) -> None:
         self._loaded = loaded
         self._steps = loaded.steps
         dims = loaded.manifest.dims
@@ -48,18 +55,30 @@ class KvCacheRunner:
         self._device = "cuda" if loaded.options.provider == "cuda" else "cpu"
         self._device_id = loaded.options.device_id
         self._past: list[ort.OrtValue] | None = None
+        self._capacity = capacity if self._device == "cpu" else None
+        self._buffers: KvBuffers | None = None
         self.past_length = 0
 
     @property
     def past(self) -> list[ort.OrtValue] | None:
-        """The cache after the last step: OrtValues in (layer, key/value) order, on the provider's device."""
+        """The cache after the last step, in (layer, key/value) order on the provider's device: ONNX Runtime's
+        OrtValues, or OrtValues over the runtime's buffers (valid until the next step)."""
+        if self._buffers is not None:
+            import onnxruntime as ort
+
+            count = len(self._past_names)
+            return [ort.OrtValue.ortvalue_from_numpy(self._buffers.past(i)) for i in range(count)]
         return self._past
 
     def prefill(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
         """Run the prompt (B, T); returns the next-token logits of its last position, (B, V)."""
         empty = None
-        if self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
-            batch = input_ids.shape[0]
+        batch = input_ids.shape[0]
+        if self._capacity is not None:
+            self._buffers = KvBuffers(
+                len(self._past_names), batch, self._dims.n_head, self._capacity, self._dims.head_dim
+            )
+        elif self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
             empty = np.zeros((batch, self._dims.n_head, 0, self._dims.head_dim), dtype=np.float32)  # (B, nh, 0, hs)
         logits = self._run(PREFILL, input_ids, attention_mask, position_ids, past=None, empty=empty)
         self.past_length = input_ids.shape[1]
@@ -67,7 +86,7 @@ class KvCacheRunner:
 
     def decode(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
         """Feed new tokens (B, N) after the cached ones; returns the next-token logits of the last one, (B, V)."""
-        if self._past is None:
+        if self._past is None and self._buffers is None:
             raise RuntimeError("decode() before prefill()")
         logits = self._run(DECODE, input_ids, attention_mask, position_ids, past=self._past)
         self.past_length += input_ids.shape[1]
@@ -87,7 +106,11 @@ class KvCacheRunner:
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
         binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
         binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
-        if past is not None:
+        buffers = self._buffers
+        if buffers is not None:
+            if kind == DECODE or self._steps.prefill_takes_past:
+                buffers.bind_past(binding, self._past_names)  # (B, nh, P, hs); P = 0 in a merged prefill
+        elif past is not None:
             for name, value in zip(self._past_names, past, strict=True):
                 binding.bind_ortvalue_input(name, value)  # (B, nh, P, hs), already on the device
         elif empty is not None:
@@ -96,12 +119,18 @@ class KvCacheRunner:
         for name, value in self._steps.constant_inputs.items():
             binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d)
         binding.bind_output(LOGITS, "cpu")  # the one output the host needs
-        for name in self._present_names:
-            binding.bind_output(name, self._device, self._device_id)  # ONNX Runtime allocates on the device
+        if buffers is not None:
+            buffers.bind_present(binding, self._present_names, input_ids.shape[1])  # (B, nh, P + N, hs)
+        else:
+            for name in self._present_names:
+                binding.bind_output(name, self._device, self._device_id)  # ONNX Runtime allocates on the device
         with onnxruntime_errors(self._what(kind)):
             session.run_with_iobinding(binding)
         outputs = binding.get_outputs()
-        self._past = list(outputs[1:])
+        if buffers is not None:
+            buffers.advance(input_ids.shape[1])
+        else:
+            self._past = list(outputs[1:])
         return outputs[0].numpy()[:, -1]  # (B, V)
 
     def _what(self, kind: GraphKind) -> str:

@@ -132,3 +132,22 @@ def test_graph_sessions_are_created_on_first_use_in_the_merged_layout(tiny_expor
     assert loaded.providers() == {}
     with pytest.raises(InvalidInputError, match="was closed"):
         KvCacheRunner(loaded)
+
+
+@pytest.mark.parametrize("layout", ["merged", "split"])
+def test_runtime_owned_kv_buffers_compute_what_onnx_runtime_allocates(tiny_export: Path, layout: str) -> None:
+    """The CPU cache in double buffers sized once (capacity) gives the logits of ONNX Runtime's own outputs."""
+    loaded = LoadedExport.load(tiny_export, RuntimeOptions(layout=layout))  # type: ignore[arg-type]
+    ids, mask = left_pad(PROMPTS, 0)  # (B, T)
+    owned, allocated = KvCacheRunner(loaded, capacity=ids.shape[1] + 4), KvCacheRunner(loaded)
+    a, b = owned.prefill(ids, mask, position_ids(mask)), allocated.prefill(ids, mask, position_ids(mask))
+    for _ in range(4):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+        token = b.argmax(axis=-1)[:, None]  # (B, 1)
+        mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+        a, b = (runner.decode(token, mask, position_ids(mask)[:, -1:]) for runner in (owned, allocated))
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    assert owned.past is not None and allocated.past is not None
+    np.testing.assert_allclose(owned.past[0].numpy(), allocated.past[0].numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="holds 9 positions"):
+        owned.decode(token, np.concatenate([mask, np.ones_like(token)], axis=1), position_ids(mask)[:, -1:] + 1)

@@ -1,0 +1,64 @@
+"""KV-cache memory owned by the runtime on the CPU: two buffers per cache tensor, sized once per generation.
+
+Each decode step reads the past (B, nh, P, hs) and writes the present (B, nh, P + N, hs), a new contiguous tensor
+(the graph concatenates). Left to ONNX Runtime, every step allocates a present one position longer than the last;
+its arena keeps the chunks, so memory creeps up with every token and stays there (GPT-2-small, 64 tokens after
+128: +33 MiB beyond the cache itself). Here each cache tensor has two flat buffers of ``capacity`` positions: a
+step reads the past from one and ONNX Runtime writes the present into the other (IO binding to the buffer's
+address, with the exact shape), then the two swap. Memory is fixed at 2 × the cache at full length.
+
+    step k:   past  ← buffer[k % 2][: B·nh·P·hs]        present → buffer[(k+1) % 2][: B·nh·(P+N)·hs]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = ["KvBuffers"]
+
+
+class KvBuffers:
+    """``count`` cache tensors of up to (batch, n_head, capacity, head_dim) float32, double-buffered."""
+
+    def __init__(self, count: int, batch: int, n_head: int, capacity: int, head_dim: int) -> None:
+        self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
+        size = batch * n_head * capacity * head_dim
+        self._buffers = [np.empty((count, size), dtype=np.float32) for _ in range(2)]  # (count, B·nh·C·hs) each
+        self._current = 0  # the buffer holding the past
+        self.length = 0  # positions in the past
+
+    def shape(self, length: int) -> list[int]:
+        return [self.batch, self.n_head, length, self.head_dim]
+
+    def _check(self, length: int) -> None:
+        if length > self.capacity:
+            raise ValueError(f"the KV cache holds {self.capacity} positions; {length} asked for")
+
+    def bind_past(self, binding: ort.IOBinding, names: list[str]) -> None:
+        """Bind the past (``self.length`` positions; 0 for a prefill) as the inputs ``names``."""
+        buffer = self._buffers[self._current]
+        for index, name in enumerate(names):
+            binding.bind_input(name, "cpu", 0, np.float32, self.shape(self.length), buffer[index].ctypes.data)
+
+    def bind_present(self, binding: ort.IOBinding, names: list[str], new: int) -> None:
+        """Bind the outputs ``names`` to the other buffer, sized for ``new`` more positions."""
+        length = self.length + new
+        self._check(length)
+        buffer = self._buffers[1 - self._current]
+        for index, name in enumerate(names):
+            binding.bind_output(name, "cpu", 0, np.float32, self.shape(length), buffer[index].ctypes.data)
+
+    def advance(self, new: int) -> None:
+        """After a run: the present just written becomes the past."""
+        self._current = 1 - self._current
+        self.length += new
+
+    def past(self, index: int) -> np.ndarray:
+        """Cache tensor ``index`` as it stands, (B, nh, P, hs): a view, valid until the next step."""
+        flat = self._buffers[self._current][index, : self.batch * self.n_head * self.length * self.head_dim]
+        return flat.reshape(self.shape(self.length))
