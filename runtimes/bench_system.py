@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,13 @@ class OnnxSystem:
     """An export folder on ONNX Runtime with ``threads`` intra-op threads."""
 
     def __init__(
-        self, folder: Path, threads: int, provider: ProviderName, layout: str = "auto", share_weights: bool = True
+        self,
+        folder: Path,
+        threads: int,
+        provider: ProviderName,
+        layout: str = "auto",
+        share_weights: bool = True,
+        session_config: Mapping[str, str] | None = None,
     ) -> None:
         self.options = RuntimeOptions(
             provider=provider,
@@ -30,6 +37,7 @@ class OnnxSystem:
             inter_op_threads=1,
             layout=layout,  # type: ignore[arg-type]  # RuntimeOptions refuses other names
             share_weights=share_weights,
+            session_config=dict(session_config or {}),
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None

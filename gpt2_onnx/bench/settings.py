@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpt2_onnx.errors import InvalidInputError
@@ -75,6 +75,7 @@ class SystemSpec:
     seed: int | None = None  # eager: the seed of random:NAME weights
     layout: str = "auto"  # onnx: runtimes.session's session layout: merged (one session), split (the two graphs)
     share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
+    session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
     # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
     factory: str | None = None

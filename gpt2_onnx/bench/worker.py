@@ -34,7 +34,9 @@ def _build(spec: SystemSpec, settings: BenchSettings) -> BenchSystem:
         from runtimes.bench_system import OnnxSystem
 
         assert spec.folder is not None  # the runner sets it for onnx systems
-        return OnnxSystem(Path(spec.folder), settings.threads, settings.provider, spec.layout, spec.share_weights)
+        return OnnxSystem(
+            Path(spec.folder), settings.threads, settings.provider, spec.layout, spec.share_weights, spec.session_config
+        )
     from exporters.eager_system import EagerSystem
 
     assert spec.model is not None  # the runner sets it for eager systems
