@@ -13,8 +13,8 @@ make it the generation graph (the files on disk and their I/O contract are left 
    real token there), so a 128-token prompt costs one row of the head, not 128.
 2. :func:`initializer_as_input`: the tied embedding becomes a graph input that the runtime binds on every run to
    one read-only map of the weights file. ONNX Runtime then cannot prepack it for the head's Gemm, which would keep
-   a packed copy beside the table the embedding's Gather reads (GPT-2-small: 147 MiB twice). The head's
-   single-row products read the table as stored at the speed of the packed ones: both stream it once per step.
+   a packed copy beside the table the embedding's Gather reads: the largest matrix twice. The head's single-row
+   products read the table as stored about as fast as packed ones would: both stream it once per step.
 
 Both are ModelProto in, ModelProto out; the input is not modified.
 """

@@ -2,8 +2,8 @@
 
 Each decode step reads the past (B, nh, P, hs) and writes the present (B, nh, P + N, hs), a new contiguous tensor
 (the graph concatenates). Left to ONNX Runtime, every step allocates a present one position longer than the last;
-its arena keeps the chunks, so memory creeps up with every token and stays there (GPT-2-small, 64 tokens after
-128: +33 MiB beyond the cache itself). Here each cache tensor has two flat buffers of ``capacity`` positions: a
+its arena keeps the chunks, so memory creeps up with every token and stays there, well beyond the cache itself
+(measured in benchmarks/results/). Here each cache tensor has two flat buffers of ``capacity`` positions: a
 step reads the past from one and ONNX Runtime writes the present into the other (IO binding to the buffer's
 address, with the exact shape), then the two swap. Memory is fixed at 2 × the cache at full length.
 
