@@ -14,6 +14,8 @@ figure over the baseline's of the same round), as ``gpt2_onnx.bench.report`` pai
 
 from __future__ import annotations
 
+import os
+import resource
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +31,10 @@ __all__ = [
     "CPU_FLAGS",
     "agreement",
     "cpu_flags",
+    "cpu_seconds",
     "figures",
     "first_split",
+    "other_work",
     "ours_spec",
     "peer_spec",
     "peers_settings",
@@ -174,3 +178,30 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
             present = set(line.split(":", 1)[1].split())
             return {flag: flag in present for flag in CPU_FLAGS}
     return {}
+
+
+def cpu_seconds(stat: Path = Path("/proc/stat")) -> dict[str, float]:
+    """CPU seconds so far: ``busy`` on all cores (user, nice, system, irq, softirq), ``steal`` (taken by the
+    hypervisor), and ``ours``, this process's and its waited-for children's (the bench workers, once closed)."""
+    own = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    found = {"ours": sum(usage.ru_utime + usage.ru_stime for usage in own)}
+    if stat.is_file():
+        ticks = [int(field) for field in stat.read_text().splitlines()[0].split()[1:]]
+        hertz = os.sysconf("SC_CLK_TCK")
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+        found["busy"] = (user + nice + system + irq + softirq) / hertz
+        found["steal"] = steal / hertz
+    return found
+
+
+def other_work(before: dict[str, float], after: dict[str, float], wall_s: float) -> dict[str, float] | None:
+    """What the rest of the machine did while the bench ran: on average how many cores other processes kept busy,
+    and how many the hypervisor took (None where /proc/stat is missing)."""
+    if "busy" not in before or "busy" not in after or wall_s <= 0:
+        return None
+    others = (after["busy"] - before["busy"]) - (after["ours"] - before["ours"])
+    return {
+        "wall_s": wall_s,
+        "other_cores": max(others, 0.0) / wall_s,
+        "steal_cores": (after["steal"] - before["steal"]) / wall_s,
+    }

@@ -23,6 +23,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,9 @@ def main() -> None:
     tokens = token_check(specs, args.checkpoint, settings, manifest.dims.vocab_size)
     _log(f"tokens vs {BASELINE}: {tokens['agreement']}")
 
+    before, start = peers_report.cpu_seconds(), time.monotonic()
     report, raws = measure(specs, settings, manifest, _log)
+    other = peers_report.other_work(before, peers_report.cpu_seconds(), time.monotonic() - start)
     pythons = sorted({spec.python or sys.executable for spec in specs})
     # venv folder name → its python and versions; the main venv (eager, gpt2-onnx) as "main"
     venvs = {
@@ -150,6 +153,7 @@ def main() -> None:
         "specs": [spec.to_json() for spec in specs],
         "greedy": tokens,
         "cpu_flags": peers_report.cpu_flags(),
+        "other_work": other,  # other processes' CPU use during the rounds
         "venvs": venvs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -89,17 +89,21 @@ def _peer_settings(info: dict[str, dict[str, Any]]) -> str:
     return "; ".join(notes)
 
 
-def _load_warning(m: dict[str, Any]) -> str:
-    """A warning where other work loaded the machine (1-minute load average above half the cores)."""
-    loads = [m.get("load_average"), m.get("load_average_after")]
-    busiest = max((load[0] for load in loads if load), default=0.0)
-    if busiest <= m["cpu_count"] / 2:
+def _other_work(report: dict[str, Any]) -> str:
+    """What other processes took of the CPU during the rounds, and a warning where that was much."""
+    other, cores = report.get("other_work"), report["machine"]["cpu_count"]
+    if not other:
         return ""
-    return (
-        f"**The machine was busy** (1-minute load average up to {busiest} on {m['cpu_count']} cores): every "
-        f"system's times are inflated, OpenMP-based runtimes' (torch, llama.cpp) the most, so the ratios × eager "
-        f"flatter the others. "
+    text = (
+        f"Other processes kept {other['other_cores']:.2f} of the {cores} cores busy on average during the rounds "
+        f"(the hypervisor took {other['steal_cores']:.2f}). "
     )
+    if other["other_cores"] + other["steal_cores"] > 0.1 * cores:
+        text += (
+            "**The machine was busy**: every system's times are inflated, OpenMP-based runtimes' (torch, "
+            "llama.cpp) the most, so the ratios × eager flatter the others. "
+        )
+    return text
 
 
 def context(report: dict[str, Any]) -> str:
@@ -119,7 +123,8 @@ def context(report: dict[str, Any]) -> str:
         f"{s['new_tokens']} greedy tokens against eager's (eager attention), step counted from 0. "
         f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, "
         f"{m['platform']}; CPU features present: {have}; absent: {lack}; load average {m['load_average']} before, "
-        f"{m.get('load_average_after')} after. {_load_warning(m)}"
+        f"{m.get('load_average_after')} after (the bench's own {s['threads']} threads count in it). "
+        f"{_other_work(report)}"
         f"Peers: {_peer_settings(report['greedy'].get('info', {}))}. Versions: {_versions(report)}."
     )
 

@@ -150,9 +150,24 @@ def test_table_rows_and_context() -> None:
     assert "openvino-venv venv: openvino 2026.4.1" in text
     assert "bf16 compute, u8 KV cache" in text and "CTranslate2 int8 int8_float32" in text
     assert "busy" not in text
-    busy = _report()
-    busy["machine"]["load_average_after"] = [3.5, 2.0, 1.0]
-    assert "**The machine was busy** (1-minute load average up to 3.5 on 2 cores)" in context(busy)
+    quiet, busy = _report(), _report()
+    quiet["other_work"] = {"wall_s": 100.0, "other_cores": 0.05, "steal_cores": 0.0}
+    busy["other_work"] = {"wall_s": 100.0, "other_cores": 0.8, "steal_cores": 0.0}
+    assert "kept 0.05 of the 2 cores busy" in context(quiet) and "**The machine was busy**" not in context(quiet)
+    assert "**The machine was busy**" in context(busy)
+
+
+def test_other_work_subtracts_our_own_cpu(tmp_path: Path) -> None:
+    from benchmarks.peers_report import cpu_seconds, other_work
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 50 0 25 500 0 0 0 0 0 0\n", encoding="utf-8")
+    found = cpu_seconds(stat)
+    assert set(found) == {"ours", "busy", "steal"} and found["ours"] > 0
+    before = {"busy": 10.0, "steal": 0.0, "ours": 5.0}
+    after = {"busy": 110.0, "steal": 2.0, "ours": 85.0}  # 100 s busy in 100 s, 80 s of them ours
+    assert other_work(before, after, 100.0) == {"wall_s": 100.0, "other_cores": 0.2, "steal_cores": 0.02}
+    assert other_work({"ours": 0.0}, {"ours": 1.0}, 10.0) is None
 
 
 def test_cpu_flags(tmp_path: Path) -> None:
