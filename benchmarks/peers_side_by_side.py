@@ -31,12 +31,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks import peers_report  # noqa: E402  # after the path
+from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
 from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 
 BASELINE = "pytorch-eager"
-# The packages whose versions each venv reports (absent ones are left out).
+# The packages whose versions each venv reports (absent ones left out).
 PACKAGES = (
     "torch",
     "transformers",
@@ -57,18 +58,6 @@ PACKAGES = (
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def venv_versions(python: str) -> dict[str, str]:
-    """The versions of ``PACKAGES`` installed in ``python``'s environment."""
-    code = (
-        "import json, sys, importlib.metadata as m\n"
-        "def v(n):\n  try: return m.version(n)\n  except m.PackageNotFoundError: return None\n"
-        "print(json.dumps({n: v(n) for n in sys.argv[1:] if v(n)}))"
-    )
-    done = subprocess.run([python, "-c", code, *PACKAGES], capture_output=True, text=True, check=True)
-    found: dict[str, str] = json.loads(done.stdout)
-    return found
 
 
 def greedy_tokens(spec: SystemSpec, checkpoint: Path, settings: BenchSettings, vocab_size: int) -> dict[str, Any]:
@@ -104,7 +93,14 @@ def token_check(specs: list[SystemSpec], checkpoint: Path, settings: BenchSettin
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint folder (eager's model)")
-    parser.add_argument("--ours", nargs="+", action="append", default=[], metavar="LABEL FOLDER [FIELD=VALUE]")
+    parser.add_argument(
+        "--ours",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="LABEL FOLDER [FIELD=VALUE ...]: a gpt2-onnx export with SystemSpec runtime options (repeatable)",
+    )
     parser.add_argument("--peer", nargs=4, action="append", default=[], metavar=("LABEL", "FACTORY", "PYTHON", "PATH"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -143,7 +139,7 @@ def main() -> None:
     venvs = {
         "main" if python == sys.executable else Path(python).parent.parent.name: {
             "python": python,
-            "versions": venv_versions(python),
+            "versions": {n: v for n, v in venv_versions(python, PACKAGES).items() if v},
         }
         for python in pythons
     }
