@@ -4,6 +4,11 @@ every system computes the same model (same weights, same greedy choices), each i
     python benchmarks/greedy_tokens.py ours    EXPORT_FOLDER      # gpt2-onnx's runtime (main venv)
     python benchmarks/greedy_tokens.py eager   CHECKPOINT_FOLDER  # transformers on torch (main venv)
     python benchmarks/greedy_tokens.py optimum OPTIMUM_FOLDER     # ORTModelForCausalLM (Optimum's venv)
+    python benchmarks/greedy_tokens.py spec    SYSTEM_SPEC_JSON   # a bench SystemSpec, built as the worker does
+
+``spec`` builds the system exactly as the bench worker will (a peer's ``factory``, or an ONNX folder with the
+spec's runtime options) and reads its tokens through its ``greedy`` method, or, for an export folder, through
+``runtimes.generation`` on the sessions it loaded; a system with ``describe()`` adds what it reports as ``info``.
 
 The prompt is ``gpt2_onnx.bench.protocol.prompt_ids`` (seeded), end-of-text is ignored, so every system
 generates exactly ``--new-tokens`` tokens.
@@ -51,13 +56,35 @@ def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) 
     return rows[0]
 
 
+def _spec(spec_json: str, ids: list[list[int]], new_tokens: int, threads: int) -> tuple[list[int], object]:
+    import numpy as np
+
+    from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+    from gpt2_onnx.bench.worker import _build  # the worker's own construction, so the check runs what is measured
+
+    spec = SystemSpec.from_json(json.loads(spec_json))
+    system = _build(spec, BenchSettings(threads=threads))
+    system.load()
+    greedy = getattr(system, "greedy", None)
+    if greedy is not None:
+        rows, _, _ = greedy(np.asarray(ids, dtype=np.int64), new_tokens)
+        tokens = rows[0]
+    else:  # runtimes.bench_system.OnnxSystem: generation on the sessions it loaded
+        from runtimes.generation import Generation, GenerationOptions
+
+        options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)
+        tokens = Generation(system.loaded, ids, options).run()[0].token_ids  # type: ignore[attr-defined]
+    describe = getattr(system, "describe", None)
+    return tokens, describe() if describe is not None else None
+
+
 _SYSTEMS = {"ours": _ours, "eager": _eager, "optimum": _optimum}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("system", choices=sorted(_SYSTEMS))
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("system", choices=[*sorted(_SYSTEMS), "spec"])
+    parser.add_argument("folder", help="the folder (or, for spec, the SystemSpec as JSON)")
     parser.add_argument("--prompt-length", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompt's token ids (bench's --seed)")
@@ -68,7 +95,11 @@ def main() -> None:
     from gpt2_onnx.bench.protocol import prompt_ids
 
     ids = prompt_ids(args.seed, 1, args.prompt_length, args.vocab_size).tolist()
-    tokens = _SYSTEMS[args.system](args.folder, ids, args.new_tokens, args.threads)
+    if args.system == "spec":
+        tokens, info = _spec(args.folder, ids, args.new_tokens, args.threads)
+        print(json.dumps({"system": args.system, "tokens": tokens, "info": info}))
+        return
+    tokens = _SYSTEMS[args.system](Path(args.folder), ids, args.new_tokens, args.threads)
     print(json.dumps({"system": args.system, "tokens": tokens}))
 
 

@@ -18,6 +18,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,21 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def optimum_versions(python: str) -> dict[str, str | None]:
-    """The Optimum venv's package versions (None: not installed)."""
+def venv_versions(python: str, packages: Sequence[str]) -> dict[str, str | None]:
+    """The versions of ``packages`` in ``python``'s environment (None: not installed)."""
     code = (
         "import json, sys, importlib.metadata as m\n"
         "def v(n):\n  try: return m.version(n)\n  except m.PackageNotFoundError: return None\n"
         "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
     )
-    done = subprocess.run([python, "-c", code, *OPTIMUM_PACKAGES], capture_output=True, text=True, check=True)
+    done = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True, check=True)
     found: dict[str, str | None] = json.loads(done.stdout)
     return found
+
+
+def optimum_versions(python: str) -> dict[str, str | None]:
+    """The Optimum venv's package versions (None: not installed)."""
+    return venv_versions(python, OPTIMUM_PACKAGES)
 
 
 def vocab_tables(folder: Path, vocab_size: int) -> dict[str, Any]:

@@ -1,0 +1,161 @@
+"""gpt2-onnx beside its peers (OpenVINO GenAI, llama.cpp, CTranslate2) and PyTorch eager, on one checkpoint, in one
+interleaved ``bench`` run: each system in a worker process of its own and in its own venv, driven by
+``gpt2_onnx.bench.runner`` (a warm-up round, then rounds rotating the systems' order, task by task).
+``benchmarks/peers_side_by_side.sh`` builds the venvs and the exports, then calls this (main venv):
+
+    python benchmarks/peers_side_by_side.py --checkpoint CKPT \\
+        --ours "gpt2-onnx fp32" OUT/gpt2-onnx-fp32 \\
+        --ours "gpt2-onnx fp32 prepacked" OUT/gpt2-onnx-fp32 share_weights=false \\
+        --peer "OpenVINO fp32, f32 forced" benchmarks.openvino_system:forced_f32 OV_PYTHON OUT/openvino-fp32 \\
+        --out benchmarks/results/STAMP-peers.json
+
+``--ours LABEL FOLDER [FIELD=VALUE ...]``: an export folder on the bench's ONNX path (``SystemSpec(kind="onnx")``),
+any SystemSpec field as a runtime option. ``--peer LABEL FACTORY PYTHON PATH``: a peer system, ``FACTORY`` called in
+the worker of ``PYTHON``. Before measuring, each system's greedy tokens on the decode prompt (a process each, built
+as its worker builds it) are compared with PyTorch eager's ("identical" or "splits at step k"). The figures are in
+benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own report of the same rounds, the tokens,
+what each peer reports of itself, the machine's CPU features and every venv's versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks import peers_report  # noqa: E402  # after the path
+from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
+from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx.manifest import read_manifest  # noqa: E402
+
+BASELINE = "pytorch-eager"
+# The packages whose versions each venv reports (absent ones left out).
+PACKAGES = (
+    "torch",
+    "transformers",
+    "numpy",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "onnx",
+    "openvino",
+    "openvino-genai",
+    "openvino-tokenizers",
+    "optimum-intel",
+    "optimum",
+    "nncf",
+    "llama-cpp-python",
+    "ctranslate2",
+)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def greedy_tokens(spec: SystemSpec, checkpoint: Path, settings: BenchSettings, vocab_size: int) -> dict[str, Any]:
+    """The system's greedy tokens on the decode prompt, in a process of its own (eager: the parity reference)."""
+    script = str(REPO / "benchmarks" / "greedy_tokens.py")
+    if spec.kind == "eager":
+        command = [sys.executable, script, "eager", str(checkpoint)]
+    else:
+        command = [spec.python or sys.executable, script, "spec", json.dumps(spec.to_json())]
+    command += ["--prompt-length", str(settings.decode_prompt_length), "--new-tokens", str(settings.new_tokens)]
+    command += ["--seed", str(settings.seed), "--threads", str(settings.threads), "--vocab-size", str(vocab_size)]
+    _log(f"greedy tokens: {spec.label}")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"greedy tokens of {spec.label} failed:\n{done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def token_check(specs: list[SystemSpec], checkpoint: Path, settings: BenchSettings, vocab: int) -> dict[str, Any]:
+    """Every system's tokens, its agreement with the baseline's, and what each system reports of itself."""
+    answers = {spec.label: greedy_tokens(spec, checkpoint, settings, vocab) for spec in specs}
+    reference = answers[BASELINE]["tokens"]
+    return {
+        "reference": BASELINE,
+        "agreement": {label: peers_report.agreement(a["tokens"], reference) for label, a in answers.items()},
+        "first_split": {label: peers_report.first_split(a["tokens"], reference) for label, a in answers.items()},
+        "tokens": {label: a["tokens"] for label, a in answers.items()},
+        "info": {label: a["info"] for label, a in answers.items() if a.get("info") is not None},
+    }
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint folder (eager's model)")
+    parser.add_argument(
+        "--ours",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="LABEL FOLDER [FIELD=VALUE ...]: a gpt2-onnx export with SystemSpec runtime options (repeatable)",
+    )
+    parser.add_argument("--peer", nargs=4, action="append", default=[], metavar=("LABEL", "FACTORY", "PYTHON", "PATH"))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    args = parser.parse_args(argv)
+    if not args.ours:
+        parser.error("give at least one --ours LABEL FOLDER")
+    try:
+        args.specs = [
+            SystemSpec("eager", BASELINE, model=str(args.checkpoint), seed=0),
+            *(peers_report.ours_spec(values) for values in args.ours),
+            *(peers_report.peer_spec(values) for values in args.peer),
+        ]
+    except ValueError as exc:
+        parser.error(str(exc))
+    labels = [spec.label for spec in args.specs]
+    if len(set(labels)) != len(labels):
+        parser.error(f"two systems share a label: {labels}")
+    return args
+
+
+def main() -> None:
+    args = parse()
+    specs: list[SystemSpec] = args.specs
+    settings = peers_report.peers_settings(args.threads, args.repeats)
+    first_ours = next(spec for spec in specs if spec.kind == "onnx" and spec.factory is None)
+    manifest = read_manifest(Path(str(first_ours.folder)))
+    tokens = token_check(specs, args.checkpoint, settings, manifest.dims.vocab_size)
+    _log(f"tokens vs {BASELINE}: {tokens['agreement']}")
+
+    before, start = peers_report.cpu_seconds(), time.monotonic()
+    report, raws = measure(specs, settings, manifest, _log)
+    other = peers_report.other_work(before, peers_report.cpu_seconds(), time.monotonic() - start)
+    pythons = sorted({spec.python or sys.executable for spec in specs})
+    # venv folder name → its python and versions; the main venv (eager, gpt2-onnx) as "main"
+    venvs = {
+        "main" if python == sys.executable else Path(python).parent.parent.name: {
+            "python": python,
+            "versions": {n: v for n, v in venv_versions(python, PACKAGES).items() if v},
+        }
+        for python in pythons
+    }
+    result = {
+        **report.to_json(),
+        "peers": peers_report.figures(raws, BASELINE),
+        "specs": [spec.to_json() for spec in specs],
+        "greedy": tokens,
+        "cpu_flags": peers_report.cpu_flags(),
+        "other_work": other,  # other processes' CPU use during the rounds
+        "venvs": venvs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(report.table())
+
+
+if __name__ == "__main__":
+    main()

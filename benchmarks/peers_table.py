@@ -1,0 +1,140 @@
+"""The peers side-by-side's JSON (benchmarks/peers_side_by_side.py) as a Markdown table with its context.
+
+Usage: python benchmarks/peers_table.py RESULT.json > RESULT.md
+
+One row per system: prefill of the 128-token prompt as generation pays it (after a decode) and decode ms/token,
+each with its ratio × PyTorch eager paired per round (lower is faster), the lowest–highest of the per-round ratios,
+peak RSS, the model's files and the 64 greedy tokens against eager's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+MIB = 2**20
+
+HEADER = (
+    "| system | prefill 128 after a decode, ms (× eager) | decode ms/token (× eager) | × eager per round, "
+    "prefill / decode | peak RSS, MiB | model files, MB | 64 tokens vs eager |"
+)
+
+
+def _timing(entry: dict[str, Any], key: str, baseline: bool) -> str:
+    text = f"{entry['median'][key]:,.1f}"
+    return text if baseline else f"{text} ({entry['ratio'][key]:.2f}×)"
+
+
+def _spread(entry: dict[str, Any], key: str) -> str:
+    rounds = entry["ratio_rounds"][key]
+    return f"{min(rounds):.2f}–{max(rounds):.2f}"
+
+
+def rows(report: dict[str, Any]) -> list[str]:
+    """The table's rows, systems in the run's order (the baseline first)."""
+    lines = [HEADER, "|---" * 7 + "|"]
+    baseline = report["baseline"]
+    for label, entry in report["peers"].items():
+        system = report["systems"][label]
+        files = system.get("files") or {}
+        model_files = f"{files['model_files'] / 1e6:,.1f}" if "model_files" in files else "—"
+        spread = (
+            "—" if label == baseline else f"{_spread(entry, 'prefill_ms')} / {_spread(entry, 'decode_ms_per_token')}"
+        )
+        cells = [
+            label,
+            _timing(entry, "prefill_ms", label == baseline),
+            _timing(entry, "decode_ms_per_token", label == baseline),
+            spread,
+            f"{system['memory']['peak_rss_after_generate'] / MIB:,.0f}",
+            model_files,
+            "reference" if label == baseline else report["greedy"]["agreement"][label],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _versions(report: dict[str, Any]) -> str:
+    """Each venv's versions, one clause per venv."""
+    clauses = []
+    for name, venv in report["venvs"].items():
+        listed = ", ".join(f"{package} {version}" for package, version in sorted(venv["versions"].items()))
+        clauses.append(f"{name} venv: {listed}")
+    return "; ".join(clauses)
+
+
+def _peer_settings(info: dict[str, dict[str, Any]]) -> str:
+    """What the peers resolved, from what each reported of itself (one example of each kind)."""
+    notes = []
+    openvino = next((i for label, i in info.items() if label.startswith("OpenVINO")), None)
+    if openvino:
+        defaults = openvino["cpu_defaults"]
+        notes.append(
+            f"OpenVINO's CPU defaults here: {defaults['INFERENCE_PRECISION_HINT']} compute, "
+            f"{defaults['KV_CACHE_PRECISION']} KV cache"
+        )
+    llama = next((i for label, i in info.items() if label.startswith("llama.cpp")), None)
+    if llama:
+        kv = "f16" if llama["kv_cache_types"] == [1, 1] else f"ggml types {llama['kv_cache_types']}"
+        libraries = ", ".join(llama.get("libraries", []))
+        notes.append(
+            f"llama.cpp: {kv} KV cache, flash attention {llama['flash_attn_type']}, "
+            f"`{llama['system_info'].strip(' |')}`" + (f" ({libraries})" if libraries else "")
+        )
+    ct2 = {label: i["compute_type"] for label, i in info.items() if label.startswith("CTranslate2")}
+    if ct2:
+        notes.append("CTranslate2 compute types: " + ", ".join(f"{label} {kind}" for label, kind in ct2.items()))
+    return "; ".join(notes)
+
+
+def _other_work(report: dict[str, Any]) -> str:
+    """What other processes took of the CPU during the rounds, and a warning where that was much."""
+    other, cores = report.get("other_work"), report["machine"]["cpu_count"]
+    if not other:
+        return ""
+    text = (
+        f"Other processes kept {other['other_cores']:.2f} of the {cores} cores busy on average during the rounds "
+        f"(the hypervisor took {other['steal_cores']:.2f}). "
+    )
+    if other["other_cores"] + other["steal_cores"] > 0.1 * cores:
+        text += (
+            "**The machine was busy**: every system's times are inflated, OpenMP-based runtimes' (torch, "
+            "llama.cpp) the most, so the ratios × eager flatter the others. "
+        )
+    return text
+
+
+def context(report: dict[str, Any]) -> str:
+    m, s = report["machine"], report["settings"]
+    flags = report.get("cpu_flags") or {}
+    have = ", ".join(flag for flag, present in flags.items() if present) or "—"
+    lack = ", ".join(flag for flag, present in flags.items() if not present) or "—"
+    return (
+        f"`benchmarks/peers_side_by_side.sh`: one `gpt2_onnx.bench` run, {s['repeats']} interleaved rounds after "
+        f"{s['warmup']} warm-up, the systems' order rotated each round, each system in its own process and venv; "
+        f"{s['threads']} threads everywhere, batch 1, a {s['decode_prompt_length']}-token prompt, "
+        f"{s['new_tokens']} new tokens, greedy, end-of-text ignored. One checkpoint for all: `random:gpt2` seed 0 "
+        f"(GPT-2-small dimensions) saved by `benchmarks/save_checkpoint.py`, converted by each tool. Prefill: the "
+        f"time to first token of a generation that follows the same system's decode run; decode: (last − first "
+        f"token time) / {s['new_tokens'] - 1}; both taken on the host, ratios × {report['baseline']} paired per "
+        f"round (transformers, {s['attention']} attention, `logits_to_keep=1`). Tokens: each system's "
+        f"{s['new_tokens']} greedy tokens against eager's (eager attention), step counted from 0. "
+        f"Machine: {m['cpu']}, {m['cpu_count']} logical cores, {m['memory_bytes'] / 2**30:.0f} GiB, "
+        f"{m['platform']}; CPU features present: {have}; absent: {lack}; load average {m['load_average']} before, "
+        f"{m.get('load_average_after')} after (the bench's own {s['threads']} threads count in it). "
+        f"{_other_work(report)}"
+        f"Peers: {_peer_settings(report['greedy'].get('info', {}))}. Versions: {_versions(report)}."
+    )
+
+
+def main() -> None:
+    report = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    print("\n".join(rows(report)))
+    print()
+    print(context(report))
+
+
+if __name__ == "__main__":
+    main()

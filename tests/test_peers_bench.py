@@ -1,0 +1,180 @@
+"""benchmarks/peers_*.py's pure parts: the systems given on the command line, token agreement, the figures read
+from the bench's rounds and the table. No peer runtime is needed (their venvs are built by peers_install.sh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpt2_onnx.bench.runner import RawResults, bench_tasks
+from gpt2_onnx.bench.settings import SystemSpec
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _benchmarks_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+
+
+def test_agreement_names_the_first_split() -> None:
+    from benchmarks.peers_report import agreement, first_split
+
+    assert agreement([1, 2, 3], [1, 2, 3]) == "identical"
+    assert agreement([1, 5, 3], [1, 2, 3]) == "splits at step 1"
+    assert agreement([9, 2, 3], [1, 2, 3]) == "splits at step 0"
+    assert first_split([1, 2], [1, 2, 3]) == 2  # a run that stopped early leaves the reference where it ends
+    assert first_split([1, 2, 3], [1, 2, 3]) is None
+
+
+def test_ours_options_are_system_spec_fields() -> None:
+    from benchmarks.peers_report import ours_spec, peer_spec
+
+    spec = ours_spec(["gpt2-onnx fp32 prepacked", "out/fp32", "share_weights=false"])
+    assert spec == SystemSpec("onnx", "gpt2-onnx fp32 prepacked", folder="out/fp32", share_weights=False)
+    assert ours_spec(["fp32", "out/fp32"]).share_weights is True
+    assert ours_spec(["fp32", "out/fp32", "seed=3"]).seed == 3
+    with pytest.raises(ValueError, match="not a SystemSpec option"):
+        ours_spec(["fp32", "out/fp32", "warp=9"])
+    with pytest.raises(ValueError, match="expected true or false"):
+        ours_spec(["fp32", "out/fp32", "share_weights=maybe"])
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        ours_spec(["fp32", "out/fp32", "share_weights"])
+    with pytest.raises(ValueError, match="not a SystemSpec option"):  # set by the position, not as an option
+        ours_spec(["fp32", "out/fp32", "python=/usr/bin/python3"])
+
+    peer = peer_spec(["llama.cpp f32", "benchmarks.llama_cpp_system:LlamaCppSystem", "/venv/bin/python", "f32.gguf"])
+    assert (peer.kind, peer.factory, peer.python, peer.folder) == (
+        "onnx",
+        "benchmarks.llama_cpp_system:LlamaCppSystem",
+        "/venv/bin/python",
+        "f32.gguf",
+    )
+    with pytest.raises(ValueError, match="module:callable"):
+        peer_spec(["x", "no_colon", "/venv/bin/python", "f"])
+
+
+def test_settings_put_a_decode_before_the_measured_prefill() -> None:
+    """The prefill figure is the "batch" task's first token: it must come right after "decode" in each round, on the
+    same prompt at batch 1."""
+    from benchmarks.peers_report import peers_settings
+
+    settings = peers_settings(threads=2, repeats=3)
+    tasks = bench_tasks(settings, vocab_size=50257)
+    names = [task.name for task in tasks]
+    assert names.index("batch") == names.index("decode") + 1
+    decode, batch = tasks[names.index("decode")], tasks[names.index("batch")]
+    assert batch.ids == decode.ids and len(batch.ids) == 1 and len(batch.ids[0]) == 128
+    assert batch.new_tokens == decode.new_tokens == 64
+
+
+def _raw(label: str, kind: str, scale: float) -> RawResults:
+    """Synthetic rounds: every time ``scale`` × the baseline's, the second round twice as slow as the first."""
+    from benchmarks.peers_report import peers_settings
+
+    raw = RawResults(SystemSpec(kind, label, folder="f"))  # type: ignore[arg-type]
+    raw.load = {"load_s": 1.0, "files": {"model_files": 2_000_000, "folder": 2_100_000}}
+    raw.end_memory = {"rss": 90 * 2**20, "peak_rss": 100 * 2**20}
+    for task in bench_tasks(peers_settings(threads=2, repeats=2), vocab_size=50):
+        for slow in (1.0, 2.0):
+            s = scale * slow
+            first = (5 if task.name == "batch" else 1) * s  # the prefill after a decode: 5 s
+            answer = {"s": s, "first_token_s": first, "step_s": [s, s, 4 * s], "total_s": first + 6 * s}
+            raw.tasks.setdefault(task.name, []).append(answer)
+    return raw
+
+
+def test_figures_are_paired_per_round() -> None:
+    from benchmarks.peers_report import figures
+
+    found = figures([_raw("pytorch-eager", "eager", 0.010), _raw("peer", "onnx", 0.005)], "pytorch-eager")
+    eager, peer = found["pytorch-eager"], found["peer"]
+    assert eager["rounds"]["prefill_ms"] == pytest.approx([50.0, 100.0])  # the batch task's first token
+    assert eager["rounds"]["decode_ms_per_token"] == pytest.approx([20.0, 40.0])  # (last − first) / (n − 1)
+    assert eager["rounds"]["first_token_ms"] == pytest.approx([10.0, 20.0])
+    assert peer["median"]["decode_ms_per_token"] == pytest.approx(15.0)
+    assert peer["ratio"]["prefill_ms"] == pytest.approx(0.5)
+    assert peer["ratio_rounds"]["decode_ms_per_token"] == pytest.approx([0.5, 0.5])
+
+
+def _report() -> dict[str, Any]:
+    from benchmarks.peers_report import figures
+
+    raws = [_raw("pytorch-eager", "eager", 0.010), _raw("peer", "onnx", 0.005)]
+    systems = {
+        raw.spec.label: {"memory": {"peak_rss_after_generate": raw.end_memory["peak_rss"]}, "files": raw.load["files"]}
+        for raw in raws
+    }
+    return {
+        "baseline": "pytorch-eager",
+        "peers": figures(raws, "pytorch-eager"),
+        "systems": systems,
+        "greedy": {
+            "agreement": {"pytorch-eager": "identical", "peer": "splits at step 7"},
+            "info": {
+                "OpenVINO x": {"cpu_defaults": {"INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "u8"}},
+                "CTranslate2 int8": {"compute_type": "int8_float32"},
+            },
+        },
+        "settings": {
+            "repeats": 2,
+            "warmup": 1,
+            "threads": 2,
+            "decode_prompt_length": 128,
+            "new_tokens": 64,
+            "attention": "sdpa",
+        },
+        "machine": {
+            "cpu": "Test CPU",
+            "cpu_count": 2,
+            "memory_bytes": 24 * 2**30,
+            "platform": "Linux",
+            "load_average": [0.1, 0.1, 0.1],
+        },
+        "cpu_flags": {"avx512_vnni": True, "amx_int8": False},
+        "venvs": {"openvino-venv": {"python": "/v/bin/python", "versions": {"openvino": "2026.4.1"}}},
+    }
+
+
+def test_table_rows_and_context() -> None:
+    from benchmarks.peers_table import context, rows
+
+    lines = rows(_report())
+    assert len(lines) == 4  # header, rule, two systems
+    assert lines[2].startswith("| pytorch-eager | 75.0 | 30.0 | — | 100 | 2.0 | reference |")
+    assert lines[3] == "| peer | 37.5 (0.50×) | 15.0 (0.50×) | 0.50–0.50 / 0.50–0.50 | 100 | 2.0 | splits at step 7 |"
+    text = context(_report())
+    assert "present: avx512_vnni; absent: amx_int8" in text
+    assert "openvino-venv venv: openvino 2026.4.1" in text
+    assert "bf16 compute, u8 KV cache" in text and "CTranslate2 int8 int8_float32" in text
+    assert "busy" not in text
+    quiet, busy = _report(), _report()
+    quiet["other_work"] = {"wall_s": 100.0, "other_cores": 0.05, "steal_cores": 0.0}
+    busy["other_work"] = {"wall_s": 100.0, "other_cores": 0.8, "steal_cores": 0.0}
+    assert "kept 0.05 of the 2 cores busy" in context(quiet) and "**The machine was busy**" not in context(quiet)
+    assert "**The machine was busy**" in context(busy)
+
+
+def test_other_work_subtracts_our_own_cpu(tmp_path: Path) -> None:
+    from benchmarks.peers_report import cpu_seconds, other_work
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 50 0 25 500 0 0 0 0 0 0\n", encoding="utf-8")
+    found = cpu_seconds(stat)
+    assert set(found) == {"ours", "busy", "steal"} and found["ours"] > 0
+    before = {"busy": 10.0, "steal": 0.0, "ours": 5.0}
+    after = {"busy": 110.0, "steal": 2.0, "ours": 85.0}  # 100 s busy in 100 s, 80 s of them ours
+    assert other_work(before, after, 100.0) == {"wall_s": 100.0, "other_cores": 0.2, "steal_cores": 0.02}
+    assert other_work({"ours": 0.0}, {"ours": 1.0}, 10.0) is None
+
+
+def test_cpu_flags(tmp_path: Path) -> None:
+    from benchmarks.peers_report import cpu_flags
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\n", encoding="utf-8")
+    flags = cpu_flags(cpuinfo)
+    assert flags["avx512_vnni"] and flags["avx2"] and not flags["amx_tile"]
+    assert cpu_flags(tmp_path / "absent") == {}
