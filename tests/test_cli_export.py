@@ -83,17 +83,19 @@ def test_unsupported_opset(tmp_path: Path, opset: str) -> None:
     assert_one_line_error(result, 2, f"opset {opset}", "17..21")
 
 
-def test_existing_output_needs_force_and_is_replaced_only_when_done(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_existing_output_needs_force_and_is_replaced_only_when_done(
+    tiny_export: Path, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("earlier work")
+    shutil.copytree(tiny_export, out)
+    before = (out / "manifest.json").read_text()
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
     assert_one_line_error(result, 2, "not empty", "--force")
-    assert (out / "keep.txt").read_text() == "earlier work"
+    assert (out / "manifest.json").read_text() == before
 
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out), "--force")
     assert result.exit_code == 0, result.output
-    assert not (out / "keep.txt").exists() and (out / "decode.onnx").is_file()
+    assert (out / "manifest.json").read_text() != before and (out / "decode.onnx").is_file()
     assert leftovers(tmp_path) == []
 
 

@@ -80,7 +80,8 @@ def _megabytes(size: int) -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace a non-empty output folder, once the new export is complete and checked.",
+    help="Replace an earlier export in the output folder (a folder holding a gpt2-onnx export and nothing else), "
+    "once the new export is complete and checked.",
 )
 @click.option(
     "--optimize",
@@ -128,6 +129,7 @@ def export(
     """
     from gpt2_onnx.export import export_model
 
+    output = output.expanduser()  # '~' quoted past the shell still means the home folder, never a folder named '~'
     options = ExportOptions(
         model=model,
         output=output,
