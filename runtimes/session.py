@@ -1,8 +1,9 @@
 """Load an export folder through its manifest into one ONNX Runtime session per graph, checked against the manifest.
 
-A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size than the manifest
-states, when a graph's external data points outside the folder or disagrees with the manifest's ``weights_index``,
-when the graphs' inputs or outputs differ from the manifest, or when the graphs come from different exports.
+A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size or (unless
+``RuntimeOptions.integrity`` turns it off) another sha256 than the manifest states, when a graph's external data
+points outside the folder or disagrees with the manifest's ``weights_index``, when the graphs' inputs or outputs
+differ from the manifest, or when the graphs come from different exports.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpt2_onnx.errors import (
     RuntimeVersionError,
     first_line,
 )
+from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import GRAPHS, GraphKind
 from gpt2_onnx.versions import version_tuple
@@ -57,6 +59,8 @@ class RuntimeOptions:
     # CPU: map the weights file once and give both sessions its tensors, without prepacking (see shared_weights).
     # False: ONNX Runtime loads each session's weights itself (prepacked copies per session; more memory).
     share_weights: bool = True
+    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx.integrity).
+    integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -242,6 +246,7 @@ class LoadedExport:
         manifest = read_manifest(folder)
         _check_runtime_version(manifest)
         _check_files(folder, manifest, check_file_sizes)
+        check_file_hashes(folder, manifest, options.integrity)
         providers = provider_list(options.provider)
         ensure_provider_loadable(options.provider)
         export_id = manifest.export.get("export_id")
