@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from gpt2_onnx.cli.options import provider_option
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.cli.options import provider_option, refuse_given, verbose_option
+from gpt2_onnx.errors import OptionError
+from gpt2_onnx.wording import plural
 
 __all__ = ["bench"]
 
@@ -17,7 +18,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError as exc:
-        raise InvalidInputError(f"--prompt-lengths takes comma-separated integers, got '{text}'") from exc
+        raise OptionError(f"{{prompt_lengths}} takes comma-separated integers, got '{text}'", "prompt_lengths") from exc
 
 
 @click.command()
@@ -92,8 +93,20 @@ def _lengths(text: str) -> tuple[int, ...]:
     is_flag=True,
     help="Also measure each float32 folder as ONNX Runtime loads it: weights prepacked per session (more memory).",
 )
+@click.option(
+    "--decode-before-prefill",
+    "decode_steps_before_prefill",
+    type=click.IntRange(min=0),
+    default=8,
+    show_default=True,
+    help="Untimed decode steps each system runs right before each timed prefill, as a prefill follows the "
+    "previous generation's decode steps in use (0: prefills back to back).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
+@verbose_option
+@click.pass_context
 def bench(
+    ctx: click.Context,
     folders: tuple[Path, ...],
     threads: int,
     prompt_lengths: str,
@@ -110,6 +123,7 @@ def bench(
     attention: str,
     no_eager: bool,
     unshared: bool,
+    decode_steps_before_prefill: int,
     as_json: bool,
 ) -> None:
     """Measure export FOLDERS against PyTorch eager on the same checkpoint: prefill latency, time to first
@@ -125,6 +139,11 @@ def bench(
     from gpt2_onnx.bench.plan import bench_exports
     from gpt2_onnx.bench.settings import BenchSettings
 
+    if no_eager:
+        refuse_given(
+            ctx, ["model", "model_seed", "attention"], "to the PyTorch eager baseline, and --no-eager drops it"
+        )
+
     settings = BenchSettings(
         threads=threads,
         prompt_lengths=_lengths(prompt_lengths),
@@ -137,13 +156,14 @@ def bench(
         seed=seed,
         provider=provider,  # type: ignore[arg-type]  # click.Choice limits it
         attention=attention,
+        decode_steps_before_prefill=decode_steps_before_prefill,
     )
     report = bench_exports(
         list(folders),
         settings,
         eager=not no_eager,
         model=model,
-        seed=model_seed,
+        model_seed=model_seed,
         unshared=unshared,
         progress=lambda message: click.echo(f"  {message}", err=True),
     )
@@ -153,7 +173,8 @@ def bench(
     machine = report.machine
     click.echo(
         f"batch 1 (throughput: batch {batch_size}), {threads} threads, {provider}; "
-        f"{repeats} rounds after {warmup} warm-up; {machine['cpu']} ({machine['cpu_count']} cores), "
+        f"{plural(repeats, 'round')} after {plural(warmup, 'warm-up')}; {machine['cpu']} "
+        f"({plural(machine['cpu_count'], 'core')}), "
         f"load {machine['load_average']} → {machine['load_average_after']}"
     )
     click.echo(report.table())
