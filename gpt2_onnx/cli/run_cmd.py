@@ -237,7 +237,12 @@ def run(
     )
     model = Gpt2Onnx.load(folder, options=runtime)
     _random_weights_note(manifest)
-    stream = not (as_json or no_stream or batch_size > 1)
+    _generate_all(model, prompts, options, batch_size, as_json, stream=not (as_json or no_stream or batch_size > 1))
+
+
+def _generate_all(
+    model: Gpt2Onnx, prompts: list[Prompt], options: GenerationOptions, batch_size: int, as_json: bool, stream: bool
+) -> None:
     for batch in _batches(prompts, batch_size):
         if stream:
             _stream_one(model, batch[0].text, options)
