@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpt2_onnx.config import RANDOM_PREFIX
 from gpt2_onnx.errors import UnsupportedModelError
 
 if TYPE_CHECKING:
@@ -11,7 +12,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RANDOM_PREFIX", "RANDOM_PRESETS", "build_random_model", "random_preset_name"]
 
-RANDOM_PREFIX = "random:"
 
 # (n_layer, n_head, n_embd) of each published checkpoint; all share vocab 50257 and 1024 positions.
 RANDOM_PRESETS: dict[str, tuple[int, int, int]] = {

@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 from exporters.random_models import build_random_model, random_preset_name
 from exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, UnsupportedModelError, first_line
+from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
@@ -208,6 +208,8 @@ def load_tokenizer(spec: str, revision: str | None = None) -> PreTrainedTokenize
     from transformers import AutoTokenizer
 
     local = _looks_like_path(spec)
+    if local and Path(spec).expanduser().is_file():
+        raise ModelLoadError(f"tokenizer '{spec}' is a file, not a tokenizer folder")
     if local and not Path(spec).expanduser().is_dir():
         raise ModelLoadError(f"tokenizer folder '{spec}' does not exist")
     if not local and not _hub_reachable():
@@ -227,17 +229,24 @@ def load_tokenizer(spec: str, revision: str | None = None) -> PreTrainedTokenize
         ) from exc
 
 
-def load_source(spec: str, seed: int = 0, tokenizer: str | None = None, revision: str | None = None) -> SourceModel:
-    """Load ``spec`` (folder, hub id or random:NAME) and its tokenizer (or ``tokenizer`` when given)."""
+def load_source(
+    spec: str, seed: int | None = None, tokenizer: str | None = None, revision: str | None = None
+) -> SourceModel:
+    """Load ``spec`` (folder, hub id or random:NAME; ``seed`` for random weights, 0 when None) and its tokenizer (or
+    ``tokenizer`` when given). A ``revision`` is a Hub revision: refused for a folder or random weights."""
     preset = random_preset_name(spec)
     if preset is not None:
-        model = build_random_model(preset, seed).eval()
+        _refuse_revision(revision, f"'{spec}' is built here from a seed")
+        model = build_random_model(preset, seed or 0).eval()
         model.config._attn_implementation = "eager"
         tok = load_tokenizer(tokenizer or PACKAGED_TOKENIZER)
         _check_vocab(model, tok, spec)
-        return SourceModel(model, tok, spec, seed, None)
+        return SourceModel(model, tok, spec, seed or 0, None)
     if _looks_like_path(spec):
+        _refuse_revision(revision, f"'{spec}' is a local folder")
         folder = Path(spec).expanduser()
+        if folder.is_file():
+            raise ModelLoadError(f"model '{spec}' is a file, not a model folder (a Hugging Face checkpoint folder)")
         if not folder.is_dir():
             raise ModelLoadError(f"model folder '{spec}' does not exist")
         _check_architecture(_read_config(folder), spec)
@@ -249,6 +258,11 @@ def load_source(spec: str, seed: int = 0, tokenizer: str | None = None, revision
         tok = load_tokenizer(tokenizer or spec, revision)
     _check_vocab(model, tok, spec)
     return SourceModel(model, tok, spec, None, revision)
+
+
+def _refuse_revision(revision: str | None, why: str) -> None:
+    if revision is not None:
+        raise OptionError("{revision} selects a Hugging Face Hub revision, and " + why, "revision")
 
 
 def _check_vocab(model: GPT2LMHeadModel, tokenizer: PreTrainedTokenizerBase, spec: str) -> None:

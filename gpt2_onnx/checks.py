@@ -26,6 +26,7 @@ from gpt2_onnx.names import (
 )
 from gpt2_onnx.parity import ParityReport, compare_logits, compare_tensors, compare_tokens
 from gpt2_onnx.tolerances import Tolerance
+from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
     from exporters.reference import ReferenceModel, ReferenceOutputs
@@ -89,7 +90,7 @@ class ParitySuite:
             chosen.append(int(out[LOGITS][0, -1].argmax()))
         if steps:
             self._kv(f"decode step {steps}", out, ref, slice(0, t + steps))
-        self._greedy(f"teacher-forced greedy, {steps + 1} tokens", np.array([chosen]), greedy)
+        self._greedy(f"teacher-forced greedy, {plural(steps + 1, 'token')}", np.array([chosen]), greedy)
 
     def _greedy(self, check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0) -> None:
         comparison = compare_tokens(check, actual, expected, first_row)
@@ -145,7 +146,7 @@ class ParitySuite:
             ref = self.reference.forward(alone, ones, position_ids(ones))
             expected = ref.logits[:, len(prompt) - 1 :]  # (1, steps + 1, V): the positions that chose tokens
             actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
-            self._logits(f"padded batch row {row} ({len(prompt)} tokens)", actual, expected)
+            self._logits(f"padded batch row {row} ({plural(len(prompt), 'token')})", actual, expected)
 
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against
@@ -158,4 +159,4 @@ class ParitySuite:
             ids = np.array([prompt], dtype=np.int64)
             expected = self.reference.greedy(ids, np.ones_like(ids), steps, eos_token_id=None)
             actual = np.array([result.token_ids])  # (1, steps): this batch row alone
-            self._greedy(f"free-running greedy row {row}, {steps} tokens", actual, expected, first_row=row)
+            self._greedy(f"free-running greedy row {row}, {plural(steps, 'token')}", actual, expected, first_row=row)

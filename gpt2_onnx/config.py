@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpt2_onnx.errors import InvalidInputError, UnsupportedOpsetError
+from gpt2_onnx.errors import InvalidInputError, OptionError, UnsupportedOpsetError
 
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPSET",
     "PRECISIONS",
+    "RANDOM_PREFIX",
     "SUPPORTED_OPSETS",
     "ExportOptions",
     "ModelDims",
@@ -18,6 +19,7 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "openai-community/gpt2"
+RANDOM_PREFIX = "random:"  # random:NAME asks for seeded random weights of a published checkpoint's dimensions
 DEFAULT_OPSET = 17
 SUPPORTED_OPSETS = range(17, 22)  # 17..21; 17 brings LayerNormalization, the oldest we need
 # --precision choices → the manifest's precision names (float32 graphs compute in float32, and so on).
@@ -55,7 +57,7 @@ class ExportOptions:
     model: str = DEFAULT_MODEL  # local folder, hub id, or random:NAME
     output: Path = Path("gpt2-onnx-out")
     opset: int = DEFAULT_OPSET
-    seed: int = 0  # for random:NAME weights
+    seed: int | None = None  # for random:NAME weights only (None: 0); refused for a checkpoint
     tokenizer: str | None = None  # tokenizer source when the model's own is missing or unwanted
     revision: str | None = None  # hub revision (branch, tag or commit)
     all_logits: bool = False  # prefill returns logits for every position, not only the last
@@ -73,9 +75,18 @@ class ExportOptions:
             raise InvalidInputError(f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}")
         if self.block_size is not None:
             if self.precision not in ("int8", "int4"):
-                raise InvalidInputError("--block-size applies to --precision int8 or int4 only")
+                raise OptionError("{block_size} applies to {precision} int8 or int4 only", "block_size", "precision")
             if self.block_size < 16 or self.block_size & (self.block_size - 1):
-                raise InvalidInputError(f"--block-size must be a power of two >= 16, got {self.block_size}")
+                raise OptionError(f"{{block_size}} must be a power of two >= 16, got {self.block_size}", "block_size")
+        if self.seed is not None and not self.model.startswith(RANDOM_PREFIX):
+            raise OptionError(f"{{seed}} seeds random:NAME weights only; '{self.model}' brings its own weights", "seed")
+        if self.simplify and (self.optimize or self.precision != "fp32"):
+            raise OptionError(
+                "{simplify} runs on plain fp32 graphs only; drop it with {optimize} or {precision}",
+                "simplify",
+                "optimize",
+                "precision",
+            )
 
     @property
     def precision_name(self) -> str:

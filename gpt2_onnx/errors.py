@@ -6,6 +6,9 @@ to stand alone on one line: it names the problem and, where there is one, the fi
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 __all__ = [
     "BenchError",
     "ExportCheckError",
@@ -15,22 +18,43 @@ __all__ = [
     "InferenceError",
     "InvalidInputError",
     "ManifestError",
+    "MissingDependencyError",
     "ModelLoadError",
+    "OptionError",
     "OutputPathError",
     "ParityError",
     "ProviderUnavailableError",
     "RuntimeVersionError",
+    "SourceMismatchError",
     "UnsupportedModelError",
     "UnsupportedOpsetError",
     "first_line",
 ]
 
 
+_QUOTE_LIMIT = 400  # characters of a library's message quoted in one line, cut only between sentences
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of a library's exception message (or its type's name when it has none), to quote in a
-    one-line error."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """A library's exception message as one line to quote in an error (its type's name when it has none).
+
+    Its lines are joined, not dropped: ONNX Runtime puts the sentence's end on the next line ("Got invalid
+    dimensions for input: x for the following indices" / "index: 2 Got: 4 Expected: 2"). A long message keeps
+    its first sentences up to about 400 characters, and always its whole first sentence: nothing is quoted
+    cut off mid-sentence."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    if not text:
+        return type(exc).__name__
+    if len(text) <= _QUOTE_LIMIT:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    kept = sentences[0]
+    for sentence in sentences[1:]:
+        if len(kept) + 1 + len(sentence) > _QUOTE_LIMIT:
+            return f"{kept} […]"
+        kept = f"{kept} {sentence}"
+    return kept
 
 
 class Gpt2OnnxError(Exception):
@@ -103,6 +127,34 @@ class InvalidInputError(Gpt2OnnxError):
     """Arguments or tensors given to the runtime are invalid (shapes, ranges, options)."""
 
     exit_code = 2
+
+
+class OptionError(InvalidInputError):
+    """An option has a value it cannot take, or has no effect where it was given.
+
+    The message names options by placeholders (``{max_new_tokens} must be >= 1``): the Python API shows its
+    parameter names, the command line its flags (``--max-new-tokens``), through :meth:`render`."""
+
+    def __init__(self, template: str, *names: str) -> None:
+        self.template, self.names = template, names
+        super().__init__(self.render({}))
+
+    def render(self, spelling: Mapping[str, str]) -> str:
+        """The message with each option named as ``spelling`` says (its own name where it says nothing)."""
+        text = self.template
+        for name in self.names:
+            text = text.replace("{" + name + "}", spelling.get(name, name))
+        return text
+
+
+class SourceMismatchError(InvalidInputError):
+    """The source model given to compare an export with has other dimensions than the export."""
+
+
+class MissingDependencyError(Gpt2OnnxError):
+    """A package the command needs is not installed (the message says what to install)."""
+
+    exit_code = 3
 
 
 class BenchError(Gpt2OnnxError):

@@ -1,7 +1,9 @@
 """``gpt2-onnx export``: checkpoint → checked deployment folder, written atomically.
 
 Stages: load model, trace prefill, trace decode, save weights, (simplify), save graphs, check graphs, save
-tokenizer and configs, check parity. Any failure, or an interrupt, leaves no output folder behind.
+tokenizer and configs, golden vectors, save manifest, check parity. Any failure, or an interrupt before the commit,
+leaves no output folder behind; an interrupt that comes while the finished export is put in place leaves it there,
+complete and checked, and the result says so.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import TYPE_CHECKING
 
 from gpt2_onnx import __version__
 from gpt2_onnx.config import ExportOptions, ModelDims
+from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.environment import describe_environment
 from gpt2_onnx.errors import ExportCheckError
 from gpt2_onnx.genai_config import write_genai_config
 from gpt2_onnx.golden import write_golden
+from gpt2_onnx.integrity import IntegrityCheck
 from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
 from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
 from gpt2_onnx.output_folder import StagedFolder, check_output_path
@@ -75,6 +79,7 @@ class ExportResult:
     manifest: Manifest
     report: ParityReport | None
     timings: dict[str, float]
+    interrupted_after_commit: bool = False  # an interrupt came once the export was in place: it is kept
 
     @property
     def graph_and_weight_bytes(self) -> int:
@@ -192,18 +197,43 @@ def _golden_from_export(loaded: LoadedExport, manifest: Manifest, source: Source
     return manifest
 
 
-def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
-    """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure."""
+def _save_files(
+    source: SourceModel, graphs: ExportedGraphs, folder: Path, options: ExportOptions, export_id: str, stages: Stages
+) -> Manifest:
+    """Beside the graphs: the tokenizer and configs, fp32's golden vectors, genai_config.json, the manifest."""
     from exporters.golden import build_golden
-    from exporters.graphs import export_graphs
     from exporters.model_files import save_model_configs
     from exporters.reference import ReferenceModel
-    from exporters.source import load_source
     from exporters.tokenizer_files import save_tokenizer_files
+
+    dims = source.dims
+    with stages.stage("save tokenizer and configs"):
+        others = save_tokenizer_files(source.tokenizer, folder, dims.n_positions)
+        others += save_model_configs(source.model, folder)
+    if options.precision_name == "float32":  # a reduced precision's golden vectors are the export's own
+        with stages.stage("golden vectors"):
+            golden = build_golden(
+                ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32.logits_atol or 0.0
+            )
+            others.append(write_golden(folder, golden))
+    with stages.stage("save manifest"):
+        manifest = _build_manifest(source, dims, graphs, folder, options, export_id, others)
+        genai = write_genai_config(folder, manifest)  # from the manifest, then listed in it
+        manifest = replace(manifest, files={**manifest.files, **file_records(folder, [genai])})
+        write_manifest(folder, manifest)
+    return manifest
+
+
+def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
+    """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure."""
+    check_output_path(options.output, options.force)  # fail before minutes of work
+    require_pytorch_side("export")  # before the imports below, which need it
+
+    from exporters.graphs import export_graphs
+    from exporters.source import load_source
     from exporters.variants import GraphVariant
     from runtimes.session import LoadedExport, RuntimeOptions
 
-    check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
     with stages.stage("load model"):
         source = load_source(options.model, options.seed, options.tokenizer, options.revision)
@@ -223,36 +253,26 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             stages=stages,
             variant=GraphVariant(options.optimize, options.precision_name, options.block_size),
         )
-        with stages.stage("save tokenizer and manifest"):
-            others = save_tokenizer_files(source.tokenizer, staged.path, dims.n_positions)
-            others += save_model_configs(source.model, staged.path)
-            if not reduced:  # a reduced precision's golden vectors are the export's own (below)
-                golden = build_golden(
-                    ReferenceModel(source.model), _encoder(source), dims.n_positions, FP32.logits_atol or 0.0
-                )
-                others.append(write_golden(staged.path, golden))
-            manifest = _build_manifest(source, dims, graphs, staged.path, options, export_id, others)
-            genai = write_genai_config(staged.path, manifest)  # from the manifest, then listed in it
-            manifest = replace(manifest, files={**manifest.files, **file_records(staged.path, [genai])})
-            write_manifest(staged.path, manifest)
-        # One CPU load of the written export serves its golden vectors and its parity check.
-        # The folder's own two graphs (what C++, C# and onnxruntime-genai run), weights mapped once where they can be.
-        split = RuntimeOptions(provider="cpu", layout="split")
-        loaded = LoadedExport.load(staged.path, split) if reduced or options.check else None
+        manifest = _save_files(source, graphs, staged.path, options, export_id, stages)
+        # One CPU load of the written export serves its golden vectors and its parity check (its files were hashed
+        # just now, for the manifest): the folder's own two graphs, what C++, C# and onnxruntime-genai run.
+        written = RuntimeOptions(provider="cpu", layout="split", integrity=IntegrityCheck(sha256=False))
+        loaded = LoadedExport.load(staged.path, written) if reduced or options.check else None
         if reduced and loaded is not None:
             with stages.stage("golden vectors of the export"):
                 manifest = _golden_from_export(loaded, manifest, source)
         if options.check and loaded is not None:
             with stages.stage("check parity"):
-                parity = _check_parity(
-                    loaded,
-                    source,
-                    _check_prompts(source, dims, options.decode_check_steps),
-                    options.decode_check_steps,
-                    options.precision_name,
-                )
+                steps = options.decode_check_steps
+                prompts = _check_prompts(source, dims, steps)
+                parity = _check_parity(loaded, source, prompts, steps, options.precision_name)
             if not parity.ok:
                 raise ExportCheckError(f"the export does not match the source model: {parity.summary()}")
         del loaded  # its sessions map the weights file
-        folder = staged.commit()
+        try:
+            folder = staged.commit()
+        except KeyboardInterrupt:  # delivered once the swap is done: the export is in place, complete and checked
+            if not staged.committed:
+                raise
+            return ExportResult(staged.target, manifest, parity, dict(stages.timings), interrupted_after_commit=True)
     return ExportResult(folder, manifest, parity, dict(stages.timings))

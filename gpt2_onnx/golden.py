@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gpt2_onnx.errors import ManifestError
+from gpt2_onnx.wording import plural
 
 __all__ = [
     "GOLDEN_FILE",
@@ -129,11 +130,12 @@ def greedy_agreement(got: Sequence[int], case: GoldenCase, atol: float) -> Greed
             continue
         margin = case.greedy_margins[step] if step < len(case.greedy_margins) else None
         if have is not None and margin is not None and margin <= 2 * atol:
-            note = f"{step} tokens match, then a near-tie at step {step} (margin {margin:.3g} <= 2 x tol)"
+            matched = f"{plural(step, 'token')} {'matches' if step == 1 else 'match'}"
+            note = f"{matched}, then a near-tie at step {step} (margin {margin:.3g} <= 2 x tol)"
             return GreedyAgreement(True, note)
         return GreedyAgreement(False, f"diverges at step {step}: {have} vs expected {want}")
     if len(got) != len(expected):
-        return GreedyAgreement(False, f"{len(got)} tokens vs {len(expected)} expected")
+        return GreedyAgreement(False, f"{plural(len(got), 'token')} vs {len(expected)} expected")
     return GreedyAgreement(True, f"{len(expected)} greedy tokens match")
 
 

@@ -190,6 +190,8 @@ def _parse(data: dict[str, Any], path: Path) -> Manifest:
 
 def read_manifest(folder: Path) -> Manifest:
     """Read and validate ``folder/manifest.json``; every problem is a one-line :class:`ManifestError`."""
+    if folder.exists() and not folder.is_dir():
+        raise ManifestError(f"'{folder}' is a file, not an export folder")
     if not folder.is_dir():
         raise ManifestError(f"export folder '{folder}' does not exist")
     path = folder / MANIFEST_FILE

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from gpt2_onnx.wording import plural
+
 __all__ = [
     "Comparison",
     "ParityReport",
@@ -36,18 +38,24 @@ class Comparison:
     kl: float | None = None  # max KL(expected || actual) of next-token distributions
     max_kl: float | None = None
     detail: str = ""
+    positions: int | None = None  # next-token distributions compared (what top1 is a fraction of)
+
+    @property
+    def top1_judged(self) -> bool:
+        return self.min_top1 is not None and self.min_top1 > 0
 
     def describe(self) -> str:
         parts = [f"{self.check}: {self.tensor}"]
         if self.max_abs is not None:
-            limit = f" (tol {self.atol:.3g})" if self.atol is not None else ""
-            parts.append(f"max|Δ| {self.max_abs:.3g}{limit}, rel {self.max_rel:.3g}")
+            limit = f"tol {self.atol:.3g}" if self.atol is not None else "reported"
+            parts.append(f"max|Δ| {self.max_abs:.3g} ({limit}), rel {self.max_rel:.3g}")
         if self.top1 is not None:
-            limit = f" (min {self.min_top1:.1%})" if self.min_top1 is not None else ""
-            parts.append(f"top-1 {self.top1:.1%}{limit}")
+            limit = f"min {self.min_top1:.1%}" if self.top1_judged else "reported"
+            of = f" of {plural(self.positions, 'position')}" if self.positions is not None else ""
+            parts.append(f"top-1 {self.top1:.1%}{of} ({limit})")
         if self.kl is not None:
-            limit = f" (max {self.max_kl:.3g})" if self.max_kl is not None else ""
-            parts.append(f"KL {self.kl:.3g}{limit}")
+            limit = f"max {self.max_kl:.3g}" if self.max_kl is not None else "reported"
+            parts.append(f"KL {self.kl:.3g} ({limit})")
         if self.detail:
             parts.append(self.detail)
         return ", ".join(parts)
@@ -113,9 +121,9 @@ def compare_logits(
         and (min_top1 is None or top1 >= min_top1)
         and (max_kl is None or kl <= max_kl)
     )
-    return Comparison(
-        check, tensor, ok, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, "" if finite else "non-finite values"
-    )
+    positions = actual.size // actual.shape[-1] if actual.ndim and actual.shape[-1] else 0
+    detail = "" if finite else "non-finite values"
+    return Comparison(check, tensor, ok, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions)
 
 
 def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0) -> Comparison:
@@ -128,7 +136,7 @@ def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray, first_r
         return Comparison(check, "greedy tokens", False, detail=f"shape {actual.shape} != expected {expected.shape}")
     differs = np.argwhere(actual != expected)
     if differs.size == 0:
-        return Comparison(check, "greedy tokens", True, detail=f"{actual.shape[-1]} steps equal")
+        return Comparison(check, "greedy tokens", True, detail=f"{plural(actual.shape[-1], 'step')} equal")
     row, step = (int(v) for v in differs[0])
     found, wanted = int(actual[row, step]), int(expected[row, step])
     return Comparison(
@@ -157,11 +165,32 @@ class ParityReport:
     def ok(self) -> bool:
         return not self.failures
 
+    def worst_judged(self) -> list[str]:
+        """The worst of each figure a limit applies to, with that limit (``worst KL 0.016 (max 0.05)``): what the
+        precision is judged by, not figures only reported."""
+        judged = self.comparisons
+        found = []
+        absolute = [c for c in judged if c.max_abs is not None and c.atol is not None]
+        if absolute:
+            worst = max(absolute, key=lambda c: (c.max_abs or 0.0) / (c.atol or 1.0))
+            found.append(f"worst max|Δ| {worst.max_abs:.3g} (tol {worst.atol:.3g})")
+        kl = [c for c in judged if c.kl is not None and c.max_kl is not None]
+        if kl:
+            worst = max(kl, key=lambda c: (c.kl or 0.0) / (c.max_kl or 1.0))
+            found.append(f"worst KL {worst.kl:.3g} (max {worst.max_kl:.3g})")
+        top1 = [c for c in judged if c.top1 is not None and c.top1_judged]
+        if top1:
+            worst = min(top1, key=lambda c: c.top1 or 0.0)
+            found.append(f"lowest top-1 {worst.top1:.1%} (min {worst.min_top1:.1%})")
+        return found
+
     def summary(self) -> str:
-        """One line: how many comparisons, how many failed, and the first failures."""
+        """One line: how many comparisons, how many failed, and the first failures; when all pass, the worst of
+        each judged figure."""
+        count = plural(len(self.comparisons), "comparison")
         if self.ok:
-            worst = max((c.max_abs for c in self.comparisons if c.max_abs is not None), default=0.0)
-            return f"{len(self.comparisons)} comparisons within tolerance (worst max|Δ| {worst:.3g})"
+            worst = self.worst_judged()
+            return f"{count} within tolerance" + (f" ({', '.join(worst)})" if worst else "")
         shown = "; ".join(c.describe() for c in self.failures[:3])
         more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
-        return f"{len(self.failures)} of {len(self.comparisons)} comparisons failed: {shown}{more}"
+        return f"{len(self.failures)} of {count} failed: {shown}{more}"

@@ -1,6 +1,10 @@
 """A verify report for humans: the source, the limits in force and their basis; a compact table, one row per check
 and tensor family (the presents of all layers folded into one row with the worst figures); file integrity; then
-every failure in full, one line each, so that none hides behind a folded row."""
+every failure in full, one line each, so that none hides behind a folded row.
+
+In the table, top-1 is the agreement over every position the row compared (not its worst single position), and a
+figure that no limit applies to at this precision is shown in parentheses: reported, not judged. Nothing is cut:
+the columns are as wide as their longest entry."""
 
 from __future__ import annotations
 
@@ -10,11 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpt2_onnx.parity import Comparison
+from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
     from gpt2_onnx.verification import VerifyReport
 
-__all__ = ["render_report", "render_table"]
+__all__ = ["render_failures", "render_report", "render_table"]
+
+TOP1_NOTE = "top-1: agreement over every position a row compared"
+REPORTED_NOTE = "(…): reported, not judged at this precision"
 
 
 @dataclass
@@ -25,9 +33,12 @@ class _Row:
     failed: int
     max_abs: float | None
     atol: float | None
-    top1: float | None
+    top1: float | None  # agreement over all positions of the row
     kl: float | None
     detail: str
+    abs_judged: bool
+    top1_judged: bool
+    kl_judged: bool
 
     @property
     def ok(self) -> bool:
@@ -43,11 +54,25 @@ def _check_group(check: str) -> str:
     return "decode steps" if re.fullmatch(r"decode step \d+", check) else check
 
 
-def _worst(values: Iterable[float | None], lowest: bool = False) -> float | None:
+def _worst(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
-    if not present:
+    return max(present) if present else None
+
+
+def _agreement(members: list[Comparison]) -> float | None:
+    """Top-1 agreement over every position the members compared (each weighted by its positions)."""
+    counted = [(m.top1, m.positions or 1) for m in members if m.top1 is not None]
+    if not counted:
         return None
-    return min(present) if lowest else max(present)
+    return sum(top1 * n for top1, n in counted) / sum(n for _, n in counted)
+
+
+def _details(members: list[Comparison]) -> str:
+    """The members' details, whole: the first, and how many others differ (each is listed under Failures)."""
+    found = list(dict.fromkeys(m.detail for m in members if m.detail))
+    if len(found) <= 1:
+        return found[0] if found else ""
+    return f"{found[0]}; and {plural(len(found) - 1, 'other')}"
 
 
 def _rows(comparisons: list[Comparison]) -> list[_Row]:
@@ -65,30 +90,61 @@ def _rows(comparisons: list[Comparison]) -> list[_Row]:
                 sum(not m.ok for m in members),
                 _worst(m.max_abs for m in members),
                 _worst(m.atol for m in members),
-                _worst((m.top1 for m in members), lowest=True),
+                _agreement(members),
                 _worst(m.kl for m in members),
-                "; ".join(sorted({m.detail for m in members if m.detail}))[:60],
+                _details(members),
+                abs_judged=any(m.atol is not None for m in members),
+                top1_judged=any(m.top1_judged for m in members),
+                kl_judged=any(m.max_kl is not None for m in members),
             )
         )
     return rows
 
 
-def _num(value: float | None, spec: str = ".2e") -> str:
-    return "" if value is None else format(value, spec)
+def _num(value: float | None, spec: str, judged: bool = True) -> str:
+    if value is None:
+        return ""
+    text = format(value, spec)
+    return text if judged else f"({text})"
+
+
+def _cells(row: _Row) -> list[str]:
+    verdict = "ok" if row.ok else ("FAIL" if row.count == 1 else f"FAIL {row.failed} of {row.count}")
+    return [
+        row.check,
+        row.tensor,
+        _num(row.max_abs, ".2e", row.abs_judged),
+        _num(row.atol, ".0e"),
+        _num(row.top1, ".1%", row.top1_judged),
+        _num(row.kl, ".2e", row.kl_judged),
+        f"{verdict}  {row.detail}" if row.detail else verdict,
+    ]
+
+
+def _has_reported(rows: list[_Row]) -> bool:
+    return any(
+        (row.max_abs is not None and not row.abs_judged)
+        or (row.top1 is not None and not row.top1_judged)
+        or (row.kl is not None and not row.kl_judged)
+        for row in rows
+    )
 
 
 def render_table(comparisons: list[Comparison]) -> str:
-    header = f"{'check':<44} {'tensor':<16} {'max|Δ|':>9} {'tol':>8} {'top-1':>7} {'KL':>9}  result"
-    lines = [header, "-" * len(header)]
-    for row in _rows(comparisons):
-        top1 = "" if row.top1 is None else f"{row.top1:.1%}"
-        verdict = "ok" if row.ok else ("FAIL" if row.count == 1 else f"FAIL {row.failed} of {row.count}")
-        detail = f"  {row.detail}" if row.detail else ""
-        lines.append(
-            f"{row.check[:44]:<44} {row.tensor[:16]:<16} {_num(row.max_abs):>9} {_num(row.atol, '.0e'):>8} "
-            f"{top1:>7} {_num(row.kl):>9}  {verdict}{detail}"
-        )
-    return "\n".join(lines)
+    """The folded table, then a line saying what top-1 counts and, where any is shown, what parentheses mean."""
+    header = ["check", "tensor", "max|Δ|", "tol", "top-1", "KL", "result"]
+    rows = _rows(comparisons)
+    body = [_cells(row) for row in rows]
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header) - 1)]
+
+    def line(cells: list[str]) -> str:
+        left = [cells[0].ljust(widths[0]), cells[1].ljust(widths[1])]
+        right = [cell.rjust(width) for cell, width in zip(cells[2:-1], widths[2:], strict=True)]
+        return " ".join([*left, *right]) + "  " + cells[-1]
+
+    title = line(header)
+    note = f"{TOP1_NOTE}; {REPORTED_NOTE}" if _has_reported(rows) else TOP1_NOTE
+    return "\n".join([title, "-" * len(title), *(line(cells) for cells in body), note])
 
 
 def render_failures(failures: list[str]) -> str:
@@ -106,7 +162,7 @@ def render_report(report: VerifyReport) -> str:
         f"Tolerances ({report.precision}): {report.tolerance.describe()}",
         f"Basis: {report.tolerance.basis}",
         render_table(report.parity.comparisons),
-        f"Files: {len(report.files) - bad_files} of {len(report.files)} match the manifest's sha256",
+        f"Files: {len(report.files) - bad_files} of {plural(len(report.files), 'file')} match the manifest's sha256",
     ]
     failures = render_failures(report.failures())
     return "\n".join([*lines, failures] if failures else lines)

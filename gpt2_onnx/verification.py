@@ -11,14 +11,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpt2_onnx.config import ModelDims
+from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.environment import describe_environment
+from gpt2_onnx.errors import ManifestError, SourceMismatchError
 from gpt2_onnx.hashing import sha256_file
+from gpt2_onnx.integrity import IntegrityCheck
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.progress import StageReporter, Stages
 from gpt2_onnx.tolerances import Tolerance, tolerance_for
+from gpt2_onnx.wording import plural
 
-__all__ = ["FileCheck", "VerifyOptions", "VerifyReport", "verify_export"]
+__all__ = ["FileCheck", "VerifyOptions", "VerifyReport", "check_dimensions", "check_files", "verify_export"]
 
 VERIFY_TEXTS = (
     "The quick brown fox jumps over the lazy dog.",
@@ -98,12 +103,36 @@ class VerifyReport:
 
 
 def check_files(folder: Path, manifest: Manifest) -> list[FileCheck]:
-    """sha256 of every file the manifest lists."""
-    checks = []
+    """Every file the manifest lists: present with its size (else :class:`ManifestError` at once, naming each), then
+    its sha256 (a difference is reported with the parity figures, which show what it breaks)."""
+    missing, resized = [], []
     for name, record in sorted(manifest.files.items()):
         path = folder / name
-        checks.append(FileCheck(name, record.sha256, sha256_file(path) if path.is_file() else None))
-    return checks
+        if not path.is_file():
+            missing.append(name)
+        elif (size := path.stat().st_size) != record.size:
+            resized.append(f"{name} has {plural(size, 'byte')}, not {record.size}")
+    if missing or resized:
+        lacks = [f"lacks {', '.join(missing)}"] if missing else []
+        raise ManifestError(
+            f"'{folder}' does not match its manifest.json: {'; '.join(lacks + resized)} (nothing was compared)"
+        )
+    return [FileCheck(name, rec.sha256, sha256_file(folder / name)) for name, rec in sorted(manifest.files.items())]
+
+
+def check_dimensions(source: ModelDims, export: ModelDims, spec: str) -> None:
+    """Raise :class:`SourceMismatchError` naming every dimension in which the source model differs from the export
+    (``n_layer 6 != 2``: the source's, then the export's), before any graph runs."""
+    differ = [
+        f"{name} {getattr(source, name)} != {getattr(export, name)}"
+        for name in ("n_layer", "n_head", "n_embd", "vocab_size", "n_positions")
+        if getattr(source, name) != getattr(export, name)
+    ]
+    if differ:
+        raise SourceMismatchError(
+            f"the source model '{spec}' is not the export's model: {', '.join(differ)} (source != export); "
+            "pass the checkpoint it was exported from with --model"
+        )
 
 
 def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
@@ -114,6 +143,9 @@ def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
 
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
     """Run every check of an export folder against its source model; never stops at the first failure."""
+    manifest = read_manifest(options.folder)
+    require_pytorch_side("verify (it runs the source model)")  # before the imports below, which need it
+
     from exporters.reference import ReferenceModel
     from exporters.source import load_source
     from gpt2_onnx.checks import ParitySuite
@@ -122,24 +154,28 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     from runtimes.tokenizer import TextTokenizer
 
     stages = Stages(report)
-    manifest = read_manifest(options.folder)
-    with stages.stage("hash files"):
+    with stages.stage("check files"):
         files = check_files(options.folder, manifest)
     source_spec, seed = _source_spec(manifest, options.model)
     with stages.stage("load source model"):
         source = load_source(source_spec, seed=seed, revision=manifest.model.get("revision"))
+    check_dimensions(source.dims, manifest.dims, source_spec)
     with stages.stage("load export"):
-        runtime = RuntimeOptions(provider=options.provider, intra_op_threads=options.threads)  # type: ignore[arg-type]
+        runtime = RuntimeOptions(
+            provider=options.provider,  # type: ignore[arg-type]
+            intra_op_threads=options.threads,
+            integrity=IntegrityCheck(sha256=False),  # hashed above, reported beside the parity figures
+        )
         # The folder's two graphs as shipped, and the layout generation runs (merged, where the runtime has it).
-        loaded = LoadedExport.load(options.folder, replace(runtime, layout="split"), check_file_sizes=False)
-        generation = LoadedExport.load(options.folder, runtime, check_file_sizes=False)
+        loaded = LoadedExport.load(options.folder, replace(runtime, layout="split"))
+        generation = LoadedExport.load(options.folder, runtime)
     tolerance = tolerance_for(manifest.precision)
     suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
     tokenizer = TextTokenizer(options.folder / "tokenizer.json")
     longest = manifest.dims.n_positions - options.steps - 1
     prompts = [tuple(tokenizer.encode(text)[:longest]) for text in VERIFY_TEXTS]
     main = prompts[0]
-    with stages.stage(f"prefill and {options.steps} decode steps"):
+    with stages.stage(f"prefill and {plural(options.steps, 'decode step')}"):
         suite.prefill_and_decode_chain(main, options.steps)
         suite.decode_with_empty_past(main)
     with stages.stage("past lengths"):

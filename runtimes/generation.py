@@ -14,17 +14,28 @@ from typing import Literal
 import numpy as np
 
 from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.interrupts import raise_if_interrupted
+from gpt2_onnx.wording import plural
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.sampling import apply_repetition_penalty, greedy, sample
 from runtimes.session import LoadedExport
 from runtimes.tokenizer import TextTokenizer
 from runtimes.validation import validate_token_ids
 
-__all__ = ["FinishReason", "Generation", "GenerationOptions", "GenerationResult", "StepEvent", "generate_ids"]
+__all__ = [
+    "SAMPLING_ONLY",
+    "FinishReason",
+    "Generation",
+    "GenerationOptions",
+    "GenerationResult",
+    "StepEvent",
+    "generate_ids",
+]
 
 FinishReason = Literal["eos", "stop", "length"]
+# Options that only sampling reads, with their neutral values: set to anything else without do_sample, refused.
+SAMPLING_ONLY: dict[str, object] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": None}
 
 
 @dataclass(frozen=True)
@@ -33,27 +44,39 @@ class GenerationOptions:
 
     max_new_tokens: int = 50
     do_sample: bool = False
-    temperature: float = 1.0  # sampling only; > 0
+    temperature: float = 1.0  # sampling only (refused otherwise); > 0
     top_k: int = 0  # sampling only; 0 keeps every token
     top_p: float = 1.0  # sampling only; in (0, 1]
     repetition_penalty: float = 1.0  # > 0; 1 is off; applies to greedy too, as in transformers
-    seed: int | None = None  # same seed, same prompt → same text
+    seed: int | None = None  # sampling only: same seed, same prompt → same text
     stop: tuple[str, ...] = ()  # stop when the generated text contains one of these (left out of the text)
     ignore_eos: bool = False  # keep going past the end-of-text token
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
-            raise InvalidInputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise OptionError(f"{{max_new_tokens}} must be >= 1, got {self.max_new_tokens}", "max_new_tokens")
         if self.do_sample and not self.temperature > 0:
-            raise InvalidInputError(f"temperature must be > 0 when sampling, got {self.temperature}")
+            raise OptionError(f"{{temperature}} must be > 0 when sampling, got {self.temperature}", "temperature")
         if not 0 < self.top_p <= 1:
-            raise InvalidInputError(f"top_p must lie in (0, 1], got {self.top_p}")
+            raise OptionError(f"{{top_p}} must lie in (0, 1], got {self.top_p}", "top_p")
         if self.top_k < 0:
-            raise InvalidInputError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+            raise OptionError(f"{{top_k}} must be >= 0 (0 disables it), got {self.top_k}", "top_k")
         if not self.repetition_penalty > 0:
-            raise InvalidInputError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+            raise OptionError(
+                f"{{repetition_penalty}} must be > 0, got {self.repetition_penalty}", "repetition_penalty"
+            )
         if any(not s for s in self.stop):
-            raise InvalidInputError("stop strings must not be empty")
+            raise OptionError("{stop} strings must not be empty", "stop")
+        if not self.do_sample:
+            given = [name for name, neutral in SAMPLING_ONLY.items() if getattr(self, name) != neutral]
+            if given:  # greedy decoding would ignore them: refused rather than silently dropped
+                names = " and ".join("{" + name + "}" for name in given)
+                verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+                raise OptionError(
+                    f"{names} {verb} only when sampling: pass {{do_sample}} too, or leave {them} out",
+                    *given,
+                    "do_sample",
+                )
 
 
 @dataclass(frozen=True)
@@ -102,9 +125,10 @@ def _check_lengths(prompts: Sequence[Sequence[int]], options: GenerationOptions,
         if len(prompt) == 0:
             raise InvalidInputError(f"prompt {index} is empty; give at least one token")
         if len(prompt) + options.max_new_tokens > n_positions:
-            raise InvalidInputError(
-                f"prompt {index} has {len(prompt)} tokens; with max_new_tokens {options.max_new_tokens} that exceeds "
-                f"the model's {n_positions} positions"
+            raise OptionError(
+                f"prompt {index} has {plural(len(prompt), 'token')}; with {{max_new_tokens}} "
+                f"{options.max_new_tokens} that exceeds the model's {n_positions} positions",
+                "max_new_tokens",
             )
 
 

@@ -13,9 +13,10 @@ Two layouts (:class:`RuntimeOptions.layout`):
 weights beside it (:data:`MERGED_MIN_ONNXRUNTIME`), else ``split``. Whatever the layout, :meth:`LoadedExport.run`
 runs the folder's own graphs, creating their sessions on first use in the merged layout.
 
-A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size than the manifest
-states, when a graph's external data points outside the folder or disagrees with the manifest's ``weights_index``,
-when the graphs' inputs or outputs differ from the manifest, or when the graphs come from different exports.
+A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size or (unless
+``RuntimeOptions.integrity`` turns it off) another sha256 than the manifest states, when a graph's external data
+points outside the folder or disagrees with the manifest's ``weights_index``, when the graphs' inputs or outputs
+differ from the manifest, or when the graphs come from different exports.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import onnx
 
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
+from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
 from gpt2_onnx.versions import version_tuple
@@ -73,6 +75,8 @@ class RuntimeOptions:
     # split layout, CPU, fp32: map the weights file once and give both sessions its tensors, prepacking off (see
     # shared_weights). False: ONNX Runtime loads each session's weights itself (prepacked copies per session).
     share_weights: bool = True
+    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx.integrity).
+    integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -238,6 +242,7 @@ class LoadedExport:
         manifest = read_manifest(folder)
         check_runtime_version(manifest)
         check_files(folder, manifest, check_file_sizes)
+        check_file_hashes(folder, manifest, options.integrity)
         provider_list(options.provider)
         ensure_provider_loadable(options.provider)
         layout = resolve_layout(options)

@@ -10,6 +10,7 @@ import numpy as np
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, KV_KINDS, POSITION_IDS, GraphKind, past_name
+from gpt2_onnx.wording import plural
 
 __all__ = ["validate_feeds", "validate_token_ids"]
 
@@ -60,7 +61,9 @@ def validate_feeds(
             f"{ATTENTION_MASK} shape {mask.shape} does not match (batch, past + new) = ({batch}, {past_len} + {new})"
         )
     if past_len + new > dims.n_positions:
-        raise InvalidInputError(f"sequence of {past_len + new} tokens exceeds the model's {dims.n_positions} positions")
+        raise InvalidInputError(
+            f"sequence of {plural(past_len + new, 'token')} exceeds the model's {dims.n_positions} positions"
+        )
     if positions.size and (int(positions.min()) < 0 or int(positions.max()) >= dims.n_positions):
         raise InvalidInputError(
             f"{POSITION_IDS} must lie in [0, {dims.n_positions}), got {int(positions.min())}..{int(positions.max())}"
@@ -73,7 +76,8 @@ def _validate_past(feeds: Mapping[str, object], dims: ModelDims, batch: int, kv_
     if names != expected:
         missing, extra = sorted(expected - names)[:3], sorted(names - expected)[:3]
         raise InvalidInputError(
-            f"past_key_values must hold {dims.n_layer} layers × key/value; missing {missing}, unexpected {extra}"
+            f"past_key_values must hold {plural(dims.n_layer, 'layer')} × key/value; "
+            f"missing {missing}, unexpected {extra}"
         )
     lengths = set()
     for name in sorted(expected):

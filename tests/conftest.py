@@ -4,7 +4,7 @@ hidden units) and their exports. No network, no GPU."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,15 @@ def export_checkpoint(checkpoint: Path, output: Path, **options: Any) -> Path:
     return output
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The command line's user cache (fingerprints of checked files) in a temporary folder, not the real one."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPT2_ONNX_CACHE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_checkpoint(tmp_path_factory.mktemp("tiny-checkpoint"))
@@ -58,6 +67,17 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default export (opset 17, fp32) of the tiny checkpoint. Treat as read-only."""
     return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("exports") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def random_tiny_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``random:tiny`` (seed 0) exported, unchecked: a folder whose manifest names random weights. Read-only."""
+    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx.export import export_model
+
+    output = tmp_path_factory.mktemp("random-export") / "random-tiny"
+    export_model(ExportOptions(model="random:tiny", output=output, check=False))
+    return output
 
 
 @pytest.fixture(scope="session")

@@ -112,14 +112,56 @@ def test_paired_ratios() -> None:
     settings = BenchSettings(prompt_lengths=(4,), repeats=2)
     raws = [_raw("eager", "eager", 0.010, settings), _raw("ours", "onnx", 0.005, settings)]
     report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
-    ratios = report.ratios["ours"]
-    assert ratios["prefill_ms/4"] == pytest.approx(0.5)
-    assert ratios["decode_ms_per_token"] == pytest.approx(0.5)
-    assert ratios["batch_tokens_per_s"] == pytest.approx(2.0)  # higher is better: twice the tokens per second
-    assert ratios["model_files_per_weight_byte"] == pytest.approx(1.01)
+    for ratios in (report.ratios["ours"], report.paired_ratios["ours"]):
+        assert ratios["prefill_ms/4"] == pytest.approx(0.5)
+        assert ratios["decode_ms_per_token"] == pytest.approx(0.5)
+        assert ratios["batch_tokens_per_s"] == pytest.approx(2.0)  # higher is better: twice the tokens per second
+    assert report.ratios["ours"]["model_files_per_weight_byte"] == pytest.approx(1.01)
     eager = report.systems["eager"]["figures"]
     assert eager["decode_ms_per_token"] == pytest.approx(30.0)  # median of the rounds' step medians (20, 40)
     assert "ours ratio" in report.table()
+
+
+def _table_row(table: str, label: str) -> list[str]:
+    [line] = [line for line in table.splitlines() if line.startswith(label)]
+    return line[len(label) :].split()
+
+
+def _set_rounds(raw: RawResults, seconds: list[float]) -> RawResults:
+    """Every task of ``raw`` answered with these per-round durations."""
+    for task in raw.tasks:
+        raw.tasks[task] = [{"s": v, "first_token_s": v, "step_s": [v, v], "total_s": v} for v in seconds]
+    return raw
+
+
+def test_every_ratio_cell_agrees_with_the_figures_beside_it() -> None:
+    """Rounds whose ratios differ: the median of per-round ratios (0.5) disagrees with the medians printed (12 vs
+    20 ms); the table shows the ratio of the medians (0.60), the JSON both."""
+    settings = BenchSettings(prompt_lengths=(4,), repeats=3)
+    eager = _set_rounds(_raw("eager", "eager", 1.0, settings), [0.010, 0.020, 0.030])
+    ours = _set_rounds(_raw("ours", "onnx", 1.0, settings), [0.005, 0.040, 0.012])
+    report = summarize([eager, ours], settings, {"cpu": "test"}, parameter_bytes=100)
+    table = report.table()
+    better, base, mine, ratio = _table_row(table, "prefill 4 tokens after decode (ms)")
+    assert (better, base, mine, ratio) == ("lower", "20.0", "12.0", "0.60×")
+    assert report.paired_ratios["ours"]["prefill_ms/4"] == pytest.approx(0.5)  # JSON only, named so
+    better, base, mine, ratio = _table_row(table, "tokens/s, batch 4")
+    shown = float(mine.replace(",", "")) / float(base.replace(",", ""))
+    assert better == "higher" and float(ratio.rstrip("×")) == pytest.approx(shown, abs=0.006)
+    assert _table_row(table, "decode ms/token (median)")[0] == "lower"
+    assert "the ratio of the medians shown" in table.splitlines()[-1]
+
+
+def test_memory_ratios_are_over_each_systems_own_weights() -> None:
+    """An int4 column divided by its own weights, and the table says so: a row shows those weights."""
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2)
+    quantized = _raw("int4", "onnx", 0.005, settings)
+    quantized.load["files"] = {"model_files": 30, "folder": 40, "weight_bytes": 25}
+    report = summarize([_raw("eager", "eager", 0.01, settings), quantized], settings, {}, parameter_bytes=100)
+    assert report.ratios["int4"]["rss_ready_per_weight_byte"] == pytest.approx(310 / 25)
+    table = report.table()
+    assert "weight bytes (MiB)" in table and "× the system's own weight bytes" in table.splitlines()[-1]
+    assert _table_row(table, "RSS ready: both graphs run once (MiB)")[-1] == f"{310 / 25:.2f}×"
 
 
 _FAKE_SYSTEM = '''
@@ -132,14 +174,17 @@ class FakeSystem:
 
     def __init__(self, spec, settings):
         self.label = spec.label
+        self.decoded = False
 
     def load(self):
         pass
 
     def prefill(self, input_ids):
-        return 0.001
+        after_decode, self.decoded = self.decoded, False
+        return 0.002 if after_decode else 0.001  # tells the test whether decode steps came right before
 
     def generate(self, input_ids, new_tokens):
+        self.decoded = new_tokens > 1
         return GenerationTiming(0.002, [0.003] * (new_tokens - 1), 0.002 + 0.003 * (new_tokens - 1))
 '''
 
@@ -158,7 +203,7 @@ def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, m
     spec = SystemSpec("onnx", "peer", factory="fake_bench_system:FakeSystem", python=str(interpreter))
     (raw,) = run_systems([spec], settings, vocab_size=50)
     assert marker.exists()
-    assert [answer["s"] for answer in raw.tasks["prefill/3"]] == [0.001, 0.001]
+    assert [answer["s"] for answer in raw.tasks["prefill/3"]] == [0.002, 0.002]  # each right after decode steps
     assert raw.tasks["decode"][0]["step_s"] == [0.003, 0.003]
     assert raw.end_memory["rss"] > 0
 
@@ -199,3 +244,46 @@ def test_weight_pass_floor_computes_every_product(tiny_checkpoint: Path, monkeyp
         timing = system.generate(ids, 4)
         assert len(timing.step_s) == 3 and min(timing.step_s) > 0
         assert timing.total_s >= timing.first_token_s + sum(timing.step_s) * 0.99
+
+
+def _fake_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SystemSpec:
+    (tmp_path / "fake_bench_system.py").write_text(_FAKE_SYSTEM, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return SystemSpec("onnx", "peer", factory="fake_bench_system:FakeSystem")
+
+
+def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx.bench.runner import run_systems
+
+    spec = _fake_system(tmp_path, monkeypatch)
+    base = {"new_tokens": 3, "batch_size": 1, "batch_prompt_length": 2, "repeats": 1, "warmup": 0}
+    (after,) = run_systems([spec], BenchSettings(prompt_lengths=(3, 4), **base), vocab_size=50)
+    assert [after.tasks[f"prefill/{n}"][0]["s"] for n in (3, 4)] == [0.002, 0.002]
+    settings = BenchSettings(prompt_lengths=(3, 4), decode_steps_before_prefill=0, **base)
+    (back_to_back,) = run_systems([spec], settings, vocab_size=50)
+    assert back_to_back.tasks["prefill/4"][0]["s"] == 0.001  # right after prefill/3
+
+
+def test_progress_estimates_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx.bench.runner import duration_text, run_systems
+
+    spec = _fake_system(tmp_path, monkeypatch)
+    settings = BenchSettings(prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2)
+    messages: list[str] = []
+    run_systems([spec], settings, vocab_size=50, progress=messages.append)
+    rounds = [m for m in messages if m.startswith("round ")]
+    assert rounds[0] == "round 1/3 (warm-up), time left known after this round"
+    assert rounds[1].startswith("round 2/3, about ") and rounds[1].endswith(" left")
+    assert (duration_text(42.4), duration_text(185)) == ("42 s", "3 min 05 s")
+
+
+def test_bench_table_states_the_direction_of_every_row(tiny_export: Path) -> None:
+    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--no-eager"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if " better " in f" {line} ")
+    assert header.split()[0] == "better"
+    timed = [line for line in lines if "(ms)" in line or "tokens/s" in line or "ms/token" in line]
+    assert timed and all((" lower " in line) or (" higher " in line) for line in timed)
+    assert "round 1/2, time left known after this round" in result.stderr
+    assert "round 2/2, about " in result.stderr

@@ -35,8 +35,10 @@ def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "Parity with the source model: " in result.output and "within tolerance" in result.output
-    for stage in ("trace prefill", "trace decode", "save weights", "check parity"):
+    stages = ("trace prefill", "trace decode", "save weights", "save tokenizer and configs", "golden vectors")
+    for stage in (*stages, "save manifest", "check parity"):
         assert stage in result.output
+    assert "save tokenizer and manifest" not in result.output  # it built the golden vectors too, unnamed
     assert (out / "manifest.json").is_file()
     assert leftovers(tmp_path) == []
 
@@ -83,17 +85,19 @@ def test_unsupported_opset(tmp_path: Path, opset: str) -> None:
     assert_one_line_error(result, 2, f"opset {opset}", "17..21")
 
 
-def test_existing_output_needs_force_and_is_replaced_only_when_done(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_existing_output_needs_force_and_is_replaced_only_when_done(
+    tiny_export: Path, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("earlier work")
+    shutil.copytree(tiny_export, out)
+    before = (out / "manifest.json").read_text()
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
     assert_one_line_error(result, 2, "not empty", "--force")
-    assert (out / "keep.txt").read_text() == "earlier work"
+    assert (out / "manifest.json").read_text() == before
 
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out), "--force")
     assert result.exit_code == 0, result.output
-    assert not (out / "keep.txt").exists() and (out / "decode.onnx").is_file()
+    assert (out / "manifest.json").read_text() != before and (out / "decode.onnx").is_file()
     assert leftovers(tmp_path) == []
 
 
@@ -263,3 +267,123 @@ def test_export_with_a_substituted_packaged_tokenizer_fails_in_one_line(
 def test_module_entry_point_and_version() -> None:
     done = subprocess.run([sys.executable, "-m", "gpt2_onnx", "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("gpt2-onnx, version ")
+
+
+def test_an_interrupt_during_the_commit_reports_the_export_complete(
+    tiny_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT between the swap's two renames is delivered once the new export is in place: exit status and message
+    say what is on disk (complete and checked), not "Interrupted."."""
+    import signal
+
+    from gpt2_onnx import output_folder
+
+    out = tmp_path / "out"
+    shutil.copytree(tiny_export, out)
+    old_id = json.loads((out / "manifest.json").read_text())["export"]["export_id"]
+    real_replace = os.replace
+    calls: list[int] = []
+
+    def replace_then_interrupt(src: Path, dst: Path) -> None:
+        real_replace(src, dst)
+        calls.append(1)
+        if len(calls) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(output_folder.os, "replace", replace_then_interrupt)
+    result = invoke("export", "--model", "random:tiny", "-o", str(out), "--force")
+    assert result.exit_code == 0, result.output
+    assert f"Interrupted after the export was complete: {out} is written and checked, and kept." in result.stderr
+    assert "Interrupted.\n" not in result.stderr
+    assert json.loads((out / "manifest.json").read_text())["export"]["export_id"] != old_id
+    assert leftovers(tmp_path) == []
+
+
+def test_an_interrupt_while_printing_the_summary_reports_the_export_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpt2_onnx.cli import export_cmd
+
+    def interrupted(result: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export_cmd, "_print_result", interrupted)
+    out = tmp_path / "out"
+    result = invoke("export", "--model", "random:tiny", "--no-check", "-o", str(out))
+    assert result.exit_code == 0 and "Interrupted after the export was complete" in result.stderr
+    assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_full_disk_gets_exit_status_2_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrapped: bool
+) -> None:
+    """ENOSPC while writing, raised as is or as the cause of a library's error: exit 2 (README's table)."""
+    import errno
+
+    import exporters.graphs
+
+    def full(*args: object, **kwargs: object) -> None:
+        disk_full = OSError(errno.ENOSPC, "No space left on device")
+        if not wrapped:
+            raise disk_full
+        raise ExportError("onnxsim failed: write error") from disk_full
+
+    monkeypatch.setattr(exporters.graphs.onnx, "save_model", full)
+    out = tmp_path / "out"
+    result = invoke("export", "--model", "random:tiny", "-o", str(out))
+    assert_one_line_error(result, 2, "No space left on device", "free some space")
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_a_read_only_file_system_is_named_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from gpt2_onnx import output_folder
+
+    monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(output_folder.os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY))
+    result = invoke("export", "--model", "random:tiny", "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, f"cannot write into '{tmp_path}': it is on a read-only file system")
+    assert "permission denied" not in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "verify", "bench"])
+def test_a_file_where_an_export_folder_is_expected_says_so(tmp_path: Path, command: str) -> None:
+    not_a_folder = tmp_path / "model.onnx"
+    not_a_folder.write_bytes(b"\0")
+    extra = ["-p", "Hi"] if command == "run" else []
+    result = invoke(command, str(not_a_folder), *extra)
+    assert_one_line_error(result, 2, f"'{not_a_folder}' is a file, not an export folder")
+
+
+def test_a_file_where_a_model_folder_is_expected_says_so(tmp_path: Path) -> None:
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"\0")
+    result = invoke("export", "--model", str(weights), "-o", str(tmp_path / "out"))
+    assert_one_line_error(result, 2, "is a file, not a model folder")
+
+
+_WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # as if PyTorch were not installed: `import torch` fails, find_spec finds nothing
+from gpt2_onnx.cli import main
+sys.argv = ["gpt2-onnx", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("command", ["export", "verify"])
+def test_without_pytorch_export_and_verify_say_what_to_install(command: str, tiny_export: Path, tmp_path: Path) -> None:
+    from gpt2_onnx.dependencies import PYTORCH_INSTALL_HINT
+
+    args = ["export", "--model", "random:tiny", "-o", str(tmp_path / "out")] if command == "export" else ["verify"]
+    if command == "verify":
+        args.append(str(tiny_export))
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TORCH, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 3, done.stderr  # not 70: nothing is broken, a package is missing
+    line = one_error_line(done.stderr)
+    assert "torch is not installed" in line and PYTORCH_INSTALL_HINT in line, line
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

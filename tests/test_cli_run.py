@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from gpt2_onnx.cli import cli
+from gpt2_onnx.errors import InvalidInputError
 from runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import one_error_line
+from tests.helpers import edit_manifest, one_error_line
 
 
 def invoke(*args: str, stdin: str | None = None) -> Result:
@@ -28,14 +31,31 @@ def test_run_streams_the_greedy_continuation(tiny_export: Path) -> None:
 
 def test_run_json_lines_with_batching(tiny_export: Path, tmp_path: Path) -> None:
     prompts = tmp_path / "prompts.txt"
-    prompts.write_text("Hello\n\nOnce upon a time\nThe quick brown fox\n")
+    prompts.write_text("Hello\nOnce upon a time\nThe quick brown fox\n")
     result = invoke("run", str(tiny_export), "--prompts", str(prompts), "--batch-size", "2", "--json", "-n", "5")
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line["prompt"] for line in lines] == ["Hello", "Once upon a time", "The quick brown fox"]
+    assert [(line["index"], line["line"]) for line in lines] == [(0, 1), (1, 2), (2, 3)]  # across batches too
     for line in lines:
-        assert {"prompt", "token_ids", "text", "timings", "finish_reason"} <= set(line)
+        assert {"index", "line", "prompt", "token_ids", "text", "timings", "finish_reason"} <= set(line)
         assert 1 <= len(line["token_ids"]) <= 5 and line["timings"]["prefill_ms"] > 0
+
+
+def test_blank_lines_in_a_prompts_file_are_refused_not_dropped(tiny_export: Path, tmp_path: Path) -> None:
+    """A dropped line would shift every later result against the file's lines."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Hello\n\nOnce upon a time\n   \nThe quick brown fox\n")
+    result = invoke("run", str(tiny_export), "--prompts", str(prompts), "--json", "-n", "2")
+    assert_error(result, 2, "blank lines (lines 2, 4)")
+    assert result.stdout == ""
+
+
+def test_json_lines_of_p_prompts_carry_their_index_only(tiny_export: Path) -> None:
+    result = invoke("run", str(tiny_export), "-p", "Hello", "-p", "Once upon a time", "--json", "-n", "2")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["index"] for line in lines] == [0, 1] and all("line" not in line for line in lines)
 
 
 def test_run_reads_the_prompt_from_stdin(tiny_export: Path) -> None:
@@ -81,9 +101,9 @@ def test_run_cuda_here_fails_with_one_line(tiny_export: Path) -> None:
 
 def test_run_bad_input(tiny_export: Path, tmp_path: Path) -> None:
     assert_error(invoke("run", str(tmp_path / "none"), "-p", "x"), 2, "does not exist")
-    assert_error(invoke("run", str(tiny_export), "-p", "x", "--top-p", "0"), 2, "top_p")
-    assert_error(invoke("run", str(tiny_export), "-p", "x", "--sample", "--temperature", "0"), 2, "temperature")
-    assert_error(invoke("run", str(tiny_export), "-p", "x", "--top-k", "-3"), 2, "top_k")
+    assert_error(invoke("run", str(tiny_export), "-p", "x", "--sample", "--top-p", "0"), 2, "--top-p must lie in")
+    assert_error(invoke("run", str(tiny_export), "-p", "x", "--sample", "--temperature", "0"), 2, "--temperature")
+    assert_error(invoke("run", str(tiny_export), "-p", "x", "--sample", "--top-k", "-3"), 2, "--top-k must be")
     assert_error(invoke("run", str(tiny_export), "-p", "   "), 2, "empty")
     assert_error(
         invoke("run", str(tiny_export), "--prompts", str(tmp_path / "missing.txt")),
@@ -91,6 +111,7 @@ def test_run_bad_input(tiny_export: Path, tmp_path: Path) -> None:
         "cannot read prompts file",
     )
     assert_error(invoke("run", str(tiny_export), "-p", "x", "-n", "500"), 2, "exceeds the model's 128 positions")
+    assert_error(invoke("run", str(tiny_export), "-p", "x", "-n", "0"), 2, "--max-new-tokens must be >= 1")
     result = invoke("run", str(tiny_export), "-p", "x", "--provider", "tpu")
     assert result.exit_code == 2 and "tpu" in result.output
 
@@ -100,3 +121,72 @@ def test_prepacked_weights_give_the_same_tokens(tiny_export: Path) -> None:
     shared, prepacked = invoke(*args), invoke(*args, "--prepack-weights")
     assert shared.exit_code == 0 and prepacked.exit_code == 0, prepacked.output
     assert json.loads(shared.stdout)["token_ids"] == json.loads(prepacked.stdout)["token_ids"]
+
+
+@pytest.mark.parametrize(
+    "option",
+    [["--temperature", "0.5"], ["--top-k", "5"], ["--top-p", "0.9"], ["--seed", "7"], ["--temperature", "1.0"]],
+)
+def test_sampling_options_without_sample_are_refused(tiny_export: Path, option: list[str]) -> None:
+    """Greedy decoding would ignore them; even a value equal to the default is refused when given."""
+    result = invoke("run", str(tiny_export), "-p", "Hi", *option)
+    assert_error(result, 2, f"{option[0]} applies only with --sample")
+    assert result.stdout == ""
+
+
+def test_sampling_options_together_are_named_together(tiny_export: Path) -> None:
+    result = invoke("run", str(tiny_export), "-p", "Hi", "--top-k", "5", "--top-p", "0.9")
+    assert_error(result, 2, "--top-k and --top-p apply only with --sample")
+
+
+def test_sampling_options_from_the_environment_count_as_given(
+    tiny_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPT2_ONNX_RUN_TEMPERATURE", "0.5")
+    assert_error(invoke("run", str(tiny_export), "-p", "Hi"), 2, "--temperature applies only with --sample")
+
+
+def test_options_without_effect_are_refused(tiny_export: Path) -> None:
+    assert_error(
+        invoke("run", str(tiny_export), "-p", "Hi", "--json", "--no-stream"), 2, "--no-stream applies only without"
+    )
+    assert_error(
+        invoke("run", str(tiny_export), "-p", "Hi", "--prepack-weights", "--provider", "cuda"),
+        2,
+        "--prepack-weights applies on the CPU only",
+    )
+
+
+def test_prepack_weights_on_a_quantized_export_is_refused(copy_export: Callable[[], Path]) -> None:
+    """Refused from the manifest, before anything loads: a quantized export always prepacks."""
+    folder = copy_export()
+    edit_manifest(folder, lambda manifest: manifest.__setitem__("precision", "int4"))
+    result = invoke("run", str(folder), "-p", "Hi", "--prepack-weights")
+    assert_error(result, 2, "--prepack-weights applies to fp32 exports only (this one is int4")
+
+
+def test_the_summary_says_why_generation_stopped(tiny_export: Path) -> None:
+    result = invoke("run", str(tiny_export), "-p", "Hello", "-n", "1", "--ignore-eos")
+    assert result.exit_code == 0, result.output
+    assert "[1 token, stopped at the length limit (--max-new-tokens); prefill" in result.stderr
+
+
+def test_random_weights_say_their_text_is_noise(random_tiny_export: Path) -> None:
+    result = invoke("run", str(random_tiny_export), "-p", "Hello", "-n", "3")
+    assert result.exit_code == 0, result.output
+    note = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
+    assert note and "random weights (random:tiny, seed 0)" in note[0], result.stderr
+    assert "gpt2-onnx export --model openai-community/gpt2" in note[0]
+
+
+def test_a_checkpoint_export_gets_no_such_note(tiny_export: Path) -> None:
+    result = invoke("run", str(tiny_export), "-p", "Hello", "-n", "2")
+    assert result.exit_code == 0 and "random weights" not in result.stderr
+
+
+def test_generation_options_in_the_api_name_parameters(tiny_export: Path) -> None:
+    """The same rule in the Python API: parameters, not flags, in its messages."""
+    with pytest.raises(InvalidInputError, match=r"^top_k applies only when sampling: pass do_sample too"):
+        GenerationOptions(top_k=5)
+    with pytest.raises(InvalidInputError, match=r"^max_new_tokens must be >= 1"):
+        GenerationOptions(max_new_tokens=0)

@@ -125,7 +125,7 @@ def test_block_size_fits_the_input_features() -> None:
 def test_unknown_precision_and_simplify_with_precision_are_refused(tiny_checkpoint: Path, tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
         ExportOptions(model=str(tiny_checkpoint), precision="int3")
-    with pytest.raises(ExportError, match="simplify"):
+    with pytest.raises(InvalidInputError, match="simplify runs on plain fp32 graphs only"):
         export_checkpoint(tiny_checkpoint, tmp_path / "x", precision="int4", simplify=True)
     assert not (tmp_path / "x").exists()
 
@@ -168,7 +168,7 @@ def _case(greedy: list[int], margins: list[float]) -> GoldenCase:
     ("got", "margins", "ok", "detail"),
     [
         ([7, 8, 9], [1.0, 1.0, 1.0], True, "3 greedy tokens match"),
-        ([7, 3, 4], [1.0, 0.05, 1.0], True, "1 tokens match, then a near-tie at step 1"),  # 0.05 <= 2 × 0.1
+        ([7, 3, 4], [1.0, 0.05, 1.0], True, "1 token matches, then a near-tie at step 1"),  # 0.05 <= 2 × 0.1
         ([7, 3, 9], [1.0, 0.5, 1.0], False, "diverges at step 1: 3 vs expected 8"),  # a clear choice differs
         ([7, 3, 9], [], False, "diverges at step 1"),  # an older golden file without margins: exact
         ([7, 8], [1.0, 1.0, 1.0], False, "diverges at step 2: None vs expected 9"),

@@ -125,17 +125,34 @@ def test_prompt_plus_new_tokens_beyond_the_positions(model: Gpt2Onnx) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"top_p": 0.0}, "top_p"),
-        ({"top_p": 1.5}, "top_p"),
-        ({"do_sample": True, "temperature": 0.0}, "temperature"),
-        ({"top_k": -1}, "top_k"),
-        ({"max_new_tokens": 0}, "max_new_tokens"),
-        ({"repetition_penalty": 0.0}, "repetition_penalty"),
+        ({"do_sample": True, "top_p": 0.0}, "top_p must lie in"),
+        ({"do_sample": True, "top_p": 1.5}, "top_p must lie in"),
+        ({"do_sample": True, "temperature": 0.0}, "temperature must be > 0"),
+        ({"do_sample": True, "top_k": -1}, "top_k must be >= 0"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be >= 1"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty must be > 0"),
     ],
 )
 def test_invalid_generation_options(options: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         GenerationOptions(**options)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"temperature": 0.5}, "temperature applies"),
+        ({"top_k": 5}, "top_k applies"),
+        ({"top_p": 0.9}, "top_p applies"),
+        ({"seed": 7}, "seed applies"),
+        ({"top_k": 5, "seed": 7}, "top_k and seed apply"),
+    ],
+)
+def test_sampling_options_without_do_sample_are_refused(options: dict[str, Any], named: str) -> None:
+    """Greedy decoding would ignore them: no option is silently dropped, in the API as on the command line."""
+    with pytest.raises(InvalidInputError, match=f"^{named} only when sampling: pass do_sample too"):
+        GenerationOptions(**options)
+    assert GenerationOptions(do_sample=True, **options).do_sample  # the same values are fine when sampling
 
 
 def test_token_ids_outside_the_vocabulary(model: Gpt2Onnx) -> None:

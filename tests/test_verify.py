@@ -113,7 +113,7 @@ def test_human_output_lists_every_failure_in_full(copy_export: Callable[[], Path
         assert line.startswith(f"  {comparison['check']}: {comparison['tensor']}, max|Δ| "), line
         assert f"(tol {comparison['atol']:.3g})" in line, line
     assert {"present.0.key", "present.1.key"} <= {c["tensor"] for c in failed}
-    assert f"Error: verify failed: {len(failed)} failure(s), listed above" in result.stderr
+    assert f"Error: verify failed: {len(failed)} failures, listed above" in result.stderr
 
 
 def test_changed_position_rule_in_the_graph_fails(copy_export: Callable[[], Path]) -> None:
@@ -193,3 +193,92 @@ def test_free_running_greedy_names_the_row_that_diverges(monkeypatch: pytest.Mon
 def test_missing_export_folder(tmp_path: Path) -> None:
     result = invoke("verify", str(tmp_path / "none"))
     assert result.exit_code == 2 and "Error: export folder" in result.output
+
+
+def test_a_source_model_of_other_dimensions_is_refused_before_any_graph_runs(
+    tiny_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`verify tiny --model random:distilgpt2` once ended on a cut-off ONNX Runtime message; now one line, exit 2."""
+    from runtimes.session import LoadedExport
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the export must not be loaded or run")
+
+    monkeypatch.setattr(LoadedExport, "load", never)
+    result = invoke("verify", str(tiny_export), "--model", "random:distilgpt2", *FAST)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith("Error: the source model 'random:distilgpt2' is not the export's model: "), line
+    for mismatch in ("n_layer 6 != 2", "n_head 12 != 4", "n_embd 768 != 64", "n_positions 1024 != 128"):
+        assert mismatch in line, line
+    assert "vocab_size" not in line and "Traceback" not in result.output
+
+
+def test_files_are_checked_before_the_source_model_loads(
+    copy_export: Callable[[], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import exporters.source
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the source model must not be loaded")
+
+    monkeypatch.setattr(exporters.source, "load_source", never)
+    folder = copy_export()
+    (folder / "golden.json").unlink()
+    with (folder / "tokenizer.json").open("ab") as handle:
+        handle.write(b"\n")
+    result = invoke("verify", str(folder), *FAST)
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert "lacks golden.json" in line and "tokenizer.json has" in line and "nothing was compared" in line, line
+    assert "load source model" not in result.output
+
+
+def test_reduced_precision_rows_show_agreement_over_all_positions(tmp_path: Path, int8_export: Path) -> None:
+    """A folded row's top-1 counts every position it compared, not its worst single one, and figures no limit
+    applies to are in parentheses."""
+    report_path = tmp_path / "report.json"
+    result = invoke("verify", str(int8_export), *FAST, "--json", str(report_path))
+    assert result.exit_code == 0, result.output
+    comparisons = json.loads(report_path.read_text())["comparisons"]
+    steps = [c for c in comparisons if c["check"].startswith("decode step ") and c["tensor"] == "logits"]
+    agreed = sum(c["top1"] * c["positions"] for c in steps) / sum(c["positions"] for c in steps)
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("decode steps") and " logits " in line]
+    assert f"{agreed:.1%}" in row.split(), row
+    assert "(" in row and "top-1: agreement over every position" in result.stdout
+    assert "(…): reported, not judged at this precision" in result.stdout
+
+
+def test_no_detail_or_name_is_cut_mid_phrase() -> None:
+    """Once: `…vs expected 4801 (reported;` — the table cut details at 60 characters and names at 44."""
+    from gpt2_onnx.parity import Comparison
+    from gpt2_onnx.report_table import render_table
+
+    detail = "row 2 diverges at step 0: 5546 vs expected 4801 (reported; not judged at this precision)"
+    check = "free-running greedy row 2, 32 tokens, a check whose name is longer than any column was"
+    table = render_table([Comparison(check, "greedy tokens", True, detail=detail)])
+    row = table.splitlines()[2]
+    assert row.startswith(check) and row.endswith(f"ok  {detail}"), table
+
+
+def test_export_summary_quotes_the_judged_figure() -> None:
+    from gpt2_onnx.parity import compare_logits
+
+    report = ParityReport()
+    rng = np.random.default_rng(0)
+    expected = rng.standard_normal((1, 4, 50))
+    int4 = tolerance_for("int4")
+    report.add(compare_logits("prefill", expected + 0.01, expected, int4.logits_atol, int4.min_top1, int4.max_kl))
+    summary = report.summary()
+    assert summary.startswith("1 comparison within tolerance (worst KL "), summary
+    assert "(max 0.05)" in summary and "max|Δ|" not in summary and "top-1" not in summary
+    fp32 = tolerance_for("float32")
+    report.add(compare_logits("decode", expected, expected, fp32.logits_atol, fp32.min_top1, fp32.max_kl))
+    assert "worst max|Δ| 0 (tol 0.0001)" in report.summary()
+
+
+def test_counts_read_as_english(tiny_export: Path) -> None:
+    result = invoke("verify", str(tiny_export), "--steps", "1", "--batch-size", "1")
+    assert result.exit_code == 0, result.output
+    assert "free-running greedy row 0, 1 token " in result.stdout
+    assert "1 tokens" not in result.output and "(s)" not in result.output

@@ -9,7 +9,9 @@ from gpt2_onnx.bench.environment import load_average, machine_info
 from gpt2_onnx.bench.report import BenchReport, summarize
 from gpt2_onnx.bench.runner import Progress, RawResults, run_systems
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.config import RANDOM_PREFIX
+from gpt2_onnx.dependencies import require_pytorch_side
+from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest, read_manifest
 
 __all__ = ["bench_exports", "measure", "system_specs"]
@@ -20,12 +22,25 @@ def _labels(folders: Sequence[Path]) -> list[str]:
     return names if len(set(names)) == len(names) else [str(folder) for folder in folders]
 
 
-def _baseline(manifest: Manifest, folder: Path, model: str | None, seed: int | None) -> SystemSpec:
+def _baseline(manifest: Manifest, folder: Path, model: str | None, model_seed: int | None) -> SystemSpec:
     source = model or manifest.model.get("source")
     if not source:
         raise InvalidInputError(f"{folder}'s manifest names no source model; pass --model for the eager baseline")
-    chosen_seed = seed if seed is not None else manifest.model.get("seed")
+    if model_seed is not None and not str(source).startswith(RANDOM_PREFIX):
+        raise OptionError(
+            f"{{model_seed}} seeds a random:NAME baseline only; the baseline '{source}' brings its own weights",
+            "model_seed",
+        )
+    chosen_seed = model_seed if model_seed is not None else manifest.model.get("seed")
     return SystemSpec("eager", "pytorch-eager", model=str(source), seed=int(chosen_seed or 0))
+
+
+def _check_unshared(manifests: Sequence[Manifest], settings: BenchSettings) -> None:
+    """``unshared`` adds each float32 folder loaded by ONNX Runtime itself: refused where it would add nothing."""
+    if settings.provider != "cpu":
+        raise OptionError("{unshared} applies on the CPU only (CUDA sessions copy their weights anyway)", "unshared")
+    if not any(manifest.precision == "float32" for manifest in manifests):
+        raise OptionError("{unshared} measures fp32 folders again, and none is fp32 (the others prepack)", "unshared")
 
 
 def system_specs(
@@ -33,7 +48,7 @@ def system_specs(
     manifests: Sequence[Manifest],
     eager: bool,
     model: str | None,
-    seed: int | None,
+    model_seed: int | None,
     unshared: bool = False,
 ) -> list[SystemSpec]:
     """The eager baseline (the first folder's source unless ``model`` is given), then each folder."""
@@ -48,7 +63,7 @@ def system_specs(
         ]
     if not eager:
         return specs
-    return [_baseline(manifests[0], folders[0], model, seed), *specs]
+    return [_baseline(manifests[0], folders[0], model, model_seed), *specs]
 
 
 def _check_comparable(folders: Sequence[Path], manifests: Sequence[Manifest], settings: BenchSettings) -> None:
@@ -69,7 +84,7 @@ def bench_exports(
     *,
     eager: bool = True,
     model: str | None = None,
-    seed: int | None = None,
+    model_seed: int | None = None,
     unshared: bool = False,
     progress: Progress | None = None,
 ) -> BenchReport:
@@ -78,7 +93,11 @@ def bench_exports(
         raise InvalidInputError("bench needs at least one export folder")
     manifests = [read_manifest(Path(folder)) for folder in folders]
     _check_comparable(folders, manifests, settings)
-    specs = system_specs(folders, manifests, eager, model, seed, unshared)
+    if unshared:
+        _check_unshared(manifests, settings)
+    if eager:
+        require_pytorch_side("the PyTorch eager baseline (leave it out with --no-eager)")
+    specs = system_specs(folders, manifests, eager, model, model_seed, unshared)
     return measure(specs, settings, manifests[0], progress)[0]
 
 

@@ -1,22 +1,26 @@
-"""From raw worker answers to figures: medians and p90s, paired ratios to the eager baseline, a table, JSON.
+"""From raw worker answers to figures: medians and p90s, ratios to the eager baseline, JSON (the table is in
+:mod:`gpt2_onnx.bench.table`).
 
-Ratios are paired: each round's figure of a system divided by the baseline's figure of the same round
-(measured moments apart), then the median over rounds. That cancels most of the load drift of a shared
-machine.
+Two ratios per timed figure. ``ratios``: the system's median over the baseline's median, the figures the table
+prints beside it, so that every ratio cell agrees with them. ``paired_ratios``: each round's figure over the
+baseline's figure of the same round (measured moments apart), then the median over rounds; that cancels most
+of a shared machine's load drift, and may differ from the ratio of the medians (JSON only). Memory and file
+ratios are × each system's own weight bytes (a quantized export's own weights), which the table shows as a row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gpt2_onnx.bench.runner import RawResults
 from gpt2_onnx.bench.settings import BenchSettings
+from gpt2_onnx.wording import plural
 
-__all__ = ["BenchReport", "Metric", "metrics", "paired_per_round", "paired_ratios", "summarize"]
+__all__ = ["BenchReport", "Metric", "median_ratios", "metrics", "paired_per_round", "paired_ratios", "summarize"]
 
 MIB = 2**20
 
@@ -46,11 +50,18 @@ class Metric:
 def metrics(settings: BenchSettings) -> list[Metric]:
     """The timed figures of a run, in table order."""
     tokens = settings.batch_size * settings.new_tokens
+    after = " after decode" if settings.decode_steps_before_prefill else ""
     rows = [
-        Metric(f"prefill_ms/{n}", f"prefill {n} tokens (ms)", f"prefill/{n}", _ms("s")) for n in settings.prompt_lengths
+        Metric(f"prefill_ms/{n}", f"prefill {plural(n, 'token')}{after} (ms)", f"prefill/{n}", _ms("s"))
+        for n in settings.prompt_lengths
     ]
     rows += [
-        Metric(f"first_token_ms/{n}", f"time to first token, {n} (ms)", f"first_token/{n}", _ms("first_token_s"))
+        Metric(
+            f"first_token_ms/{n}",
+            f"time to first token, {plural(n, 'token')} (ms)",
+            f"first_token/{n}",
+            _ms("first_token_s"),
+        )
         for n in settings.prompt_lengths
     ]
     rows.append(Metric("decode_ms_per_token", "decode ms/token (median)", "decode", _step_median_ms))
@@ -105,6 +116,11 @@ def paired_ratios(raw: RawResults, base: RawResults, settings: BenchSettings) ->
     return {m.key: float(np.median(paired_per_round(raw, base, m))) for m in metrics(settings)}
 
 
+def median_ratios(figures: dict[str, Any], base: dict[str, Any], settings: BenchSettings) -> dict[str, float]:
+    """Every timed figure over the baseline's: the ratio of the two medians (what the table shows beside it)."""
+    return {m.key: figures[m.key] / base[m.key] for m in metrics(settings) if base.get(m.key)}
+
+
 @dataclass(frozen=True)
 class BenchReport:
     """Figures per system (by label), ratios of each ONNX system to the baseline, and the run's context."""
@@ -112,9 +128,10 @@ class BenchReport:
     settings: BenchSettings
     machine: dict[str, Any]
     parameter_bytes: int
-    systems: dict[str, dict[str, Any]]  # label → kind, figures, memory, files, load seconds
-    ratios: dict[str, dict[str, float]]  # onnx label → metric key → ratio to the baseline
+    systems: dict[str, dict[str, Any]]  # label → kind, figures, memory, files, weight bytes, load seconds
+    ratios: dict[str, dict[str, float]]  # onnx label → metric key → ratio of the medians (memory: × own weights)
     baseline: str | None
+    paired_ratios: dict[str, dict[str, float]] = field(default_factory=dict)  # onnx label → per-round medians
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,22 +141,30 @@ class BenchReport:
             "baseline": self.baseline,
             "systems": self.systems,
             "ratios": self.ratios,
+            "paired_ratios": self.paired_ratios,
         }
 
     def table(self) -> str:
         """The figures as aligned text: one row per figure, one column per system, then the ratios."""
-        return _render(self)
+        from gpt2_onnx.bench.table import render
+
+        return render(self)
 
 
-def _weight_ratios(system: dict[str, Any], parameter_bytes: int) -> dict[str, float]:
-    memory, files = system["memory"], system.get("files") or {}
-    parameter_bytes = files.get("weight_bytes") or parameter_bytes  # a quantized export's own weights
+def _weight_bytes(raw: RawResults, parameter_bytes: int) -> int:
+    """The bytes of weights a system holds: an export's own (quantized) tensors, else the checkpoint's."""
+    files = raw.load.get("files") or {}
+    return int(files.get("weight_bytes") or parameter_bytes)
+
+
+def _weight_ratios(system: dict[str, Any]) -> dict[str, float]:
+    memory, files, weights = system["memory"], system.get("files") or {}, system["weight_bytes"]
     found = {
-        "rss_ready_per_weight_byte": memory["rss_ready"] / parameter_bytes,
-        "peak_rss_after_generate_per_weight_byte": memory["peak_rss_after_generate"] / parameter_bytes,
+        "rss_ready_per_weight_byte": memory["rss_ready"] / weights,
+        "peak_rss_after_generate_per_weight_byte": memory["peak_rss_after_generate"] / weights,
     }
     if files:
-        found["model_files_per_weight_byte"] = files["model_files"] / parameter_bytes
+        found["model_files_per_weight_byte"] = files["model_files"] / weights
     return found
 
 
@@ -157,74 +182,17 @@ def summarize(
             "figures": _system_figures(raw, timed),
             "memory": _memory(raw),
             "files": raw.load.get("files"),
+            "weight_bytes": _weight_bytes(raw, parameter_bytes),
         }
     base = next((raw for raw in raws if raw.spec.kind == "eager"), None)
     ratios: dict[str, dict[str, float]] = {}
+    paired: dict[str, dict[str, float]] = {}
     for raw in raws:
         if raw.spec.kind != "onnx":
             continue
-        found = paired_ratios(raw, base, settings) if base is not None else {}
-        ratios[raw.spec.label] = {**found, **_weight_ratios(systems[raw.spec.label], parameter_bytes)}
-    return BenchReport(settings, machine, parameter_bytes, systems, ratios, base.spec.label if base else None)
-
-
-_MEMORY_ROWS = (  # (table text, memory key, ratio key or None)
-    ("RSS before load (MiB)", "rss_before_load", None),
-    ("RSS after load (MiB)", "rss_after_load", None),
-    ("peak RSS after load (MiB)", "peak_rss_after_load", None),
-    ("RSS ready: both graphs run once (MiB)", "rss_ready", "rss_ready_per_weight_byte"),
-    ("RSS after generating (MiB)", "rss_after_generate", None),
-    ("  of which anonymous (MiB)", "rss_anon_after_generate", None),
-    ("  of which file-backed (MiB)", "rss_file_after_generate", None),
-    ("peak RSS after generating (MiB)", "peak_rss_after_generate", "peak_rss_after_generate_per_weight_byte"),
-)
-
-
-def _cells(report: BenchReport, section: str, key: str, fmt: str, scale: float = 1.0) -> list[str]:
-    """``system[section][key] / scale`` for each system, formatted; "—" where a system lacks it."""
-    cells = []
-    for system in report.systems.values():
-        value = (system.get(section) or {}).get(key)
-        cells.append("—" if value is None else format(value / scale, fmt))
-    return cells
-
-
-def _ratio_cells(report: BenchReport, key: str | None, fmt: str) -> list[str]:
-    if key is None:
-        return []
-    return ["—" if key not in ratios else format(ratios[key], fmt) for ratios in report.ratios.values()]
-
-
-def _rows(report: BenchReport) -> list[list[str]]:
-    rows: list[list[str]] = []
-    for metric in metrics(report.settings):
-        rows.append(
-            [
-                metric.label,
-                *_cells(report, "figures", metric.key, ",.1f"),
-                *_ratio_cells(report, metric.key, ".2f"),
-            ]
-        )
-        if metric.key == "decode_ms_per_token":
-            rows.append(["decode ms/token (p90)", *_cells(report, "figures", "decode_ms_per_token_p90", ",.1f")])
-    for text, key, ratio in _MEMORY_ROWS:
-        rows.append([text, *_cells(report, "memory", key, ",.0f", MIB), *_ratio_cells(report, ratio, ".2f")])
-    files = _cells(report, "files", "model_files", ",.1f", 1e6)
-    rows.append(["graphs + weights on disk (MB)", *files, *_ratio_cells(report, "model_files_per_weight_byte", ".4f")])
-    rows.append(["load (s)", *_cells(report, "timing", "load_s", ".1f")])
-    return rows
-
-
-def _render(report: BenchReport) -> str:
-    """Timing ratios are × the baseline (paired medians); memory and file ratios are × the weight bytes."""
-    header = ["", *report.systems, *(f"{label} ratio" for label in report.ratios)]
-    rows = [header, *_rows(report)]
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(header))]
-    lines = [
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False)))
-        for row in rows
-    ]
-    base = f"× {report.baseline}" if report.baseline else "no baseline"
-    weights = f"{report.parameter_bytes / MIB:,.0f} MiB"
-    note = f"ratios: timings {base} (paired per round); memory and files × the weight bytes ({weights})"
-    return "\n".join([*lines, note])
+        system = systems[raw.spec.label]
+        found = median_ratios(system["figures"], systems[base.spec.label]["figures"], settings) if base else {}
+        ratios[raw.spec.label] = {**found, **_weight_ratios(system)}
+        if base is not None:
+            paired[raw.spec.label] = paired_ratios(raw, base, settings)
+    return BenchReport(settings, machine, parameter_bytes, systems, ratios, base.spec.label if base else None, paired)

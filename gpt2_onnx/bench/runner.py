@@ -3,6 +3,10 @@
 Round r runs every task once on every system, the systems' order rotated each round, so slow drifts of machine
 load (other processes, thermal limits) fall on all systems alike. Workers wait on their pipe while another
 measures, so they never compete for the CPU.
+
+A timed prefill (and time to first token) follows a short untimed generation on the same system, as in use a
+prefill follows the decode steps of the generation before it: ONNX Runtime's decode session keeps spinning its
+threads for a while after a run and slows a prefill right after it, which prefills timed back to back never see.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +27,7 @@ from gpt2_onnx.bench.protocol import prompt_ids
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.errors import BenchError
 
-__all__ = ["RawResults", "Task", "bench_tasks", "run_systems"]
+__all__ = ["RawResults", "Task", "bench_tasks", "duration_text", "run_systems"]
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +44,27 @@ class Task:
     command: str  # the worker command: "prefill" or "generate"
     ids: list[list[int]]  # the prompt (B, T)
     new_tokens: int = 0
+    # An untimed generation the worker runs first, on the same system (its decode steps precede the timing).
+    before_ids: list[list[int]] | None = None
+    before_new_tokens: int = 0
+
+    def request(self) -> dict[str, Any]:
+        """The worker request for this task."""
+        before = {"before": {"ids": self.before_ids, "new_tokens": self.before_new_tokens}} if self.before_ids else {}
+        return {"cmd": self.command, "ids": self.ids, "new_tokens": self.new_tokens, **before}
 
 
 def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
-    """Prefill and time-to-first-token per prompt length, a decode run, and a batch throughput run."""
+    """Prefill and time-to-first-token per prompt length (each after a short generation's decode steps, as in
+    use), a decode run, and a batch throughput run."""
 
     def ids(batch: int, length: int) -> list[list[int]]:
         return prompt_ids(settings.seed, batch, length, vocab_size).tolist()
 
-    tasks = [Task(f"prefill/{n}", "prefill", ids(1, n)) for n in settings.prompt_lengths]
-    tasks += [Task(f"first_token/{n}", "generate", ids(1, n), 1) for n in settings.prompt_lengths]
+    steps = settings.decode_steps_before_prefill
+    before = ids(1, 8) if steps else None  # a short prompt, then ``steps`` decode steps (steps + 1 tokens)
+    tasks = [Task(f"prefill/{n}", "prefill", ids(1, n), 0, before, steps + 1) for n in settings.prompt_lengths]
+    tasks += [Task(f"first_token/{n}", "generate", ids(1, n), 1, before, steps + 1) for n in settings.prompt_lengths]
     tasks.append(Task("decode", "generate", ids(1, settings.decode_prompt_length), settings.new_tokens))
     tasks.append(Task("batch", "generate", ids(settings.batch_size, settings.batch_prompt_length), settings.new_tokens))
     return tasks
@@ -94,8 +110,8 @@ class _Worker:
             raise BenchError(f"{self.spec.label}: {answer['error']}")
         return answer
 
-    def request(self, command: str, **fields: Any) -> dict[str, Any]:
-        return self._exchange({"cmd": command, **fields})
+    def request(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        return self._exchange({"cmd": cmd, **fields})
 
     def _log_tail(self) -> str:
         self._log.flush()
@@ -116,6 +132,21 @@ class _Worker:
         self._log.close()
 
 
+def duration_text(seconds: float) -> str:
+    """``"45 s"``, ``"3 min 05 s"``: how progress lines state time."""
+    whole = max(0, round(seconds))
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def _round_note(round_index: int, total: int, warmup: int, elapsed: list[float]) -> str:
+    """``"round 3/6, about 2 min 10 s left"``; the estimate is the mean round so far times the rounds left."""
+    kind = " (warm-up)" if round_index < warmup else ""
+    if not elapsed:
+        return f"round {round_index + 1}/{total}{kind}, time left known after this round"
+    left = (total - round_index) * sum(elapsed) / len(elapsed)
+    return f"round {round_index + 1}/{total}{kind}, about {duration_text(left)} left"
+
+
 def _rounds(
     workers: list[_Worker],
     results: list[RawResults],
@@ -124,17 +155,20 @@ def _rounds(
     progress: Progress,
 ) -> None:
     total = settings.warmup + settings.repeats
+    elapsed: list[float] = []
     for round_index in range(total):
         recorded = round_index >= settings.warmup
-        progress(f"round {round_index + 1}/{total}" + ("" if recorded else " (warm-up)"))
+        progress(_round_note(round_index, total, settings.warmup, elapsed))
+        start = time.monotonic()
         shift = round_index % len(workers)
         order = list(zip(workers, results, strict=True))
         order = order[shift:] + order[:shift]
         for task in tasks:
             for worker, result in order:
-                answer = worker.request(task.command, ids=task.ids, new_tokens=task.new_tokens)
+                answer = worker.request(**task.request())
                 if recorded:
                     result.tasks.setdefault(task.name, []).append(answer)
+        elapsed.append(time.monotonic() - start)
 
 
 def run_systems(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.errors import OptionError
 
 __all__ = ["BenchSettings", "SystemSpec"]
 
@@ -27,6 +27,9 @@ class BenchSettings:
     seed: int = 0  # prompt token ids are drawn from this seed, the same for every system
     provider: Literal["cpu", "cuda"] = "cpu"
     attention: str = "sdpa"  # transformers' attention for the eager baseline (its default; "eager" is slower)
+    # Untimed decode steps (of a short generation) each system runs right before each timed prefill and time to
+    # first token: in use a prefill follows the previous generation's decode steps. 0: prefills back to back.
+    decode_steps_before_prefill: int = 8
 
     def __post_init__(self) -> None:
         positive = {
@@ -39,11 +42,15 @@ class BenchSettings:
         }
         for name, value in positive.items():
             if value < 1:
-                raise InvalidInputError(f"bench {name} must be >= 1, got {value}")
-        if self.warmup < 0:
-            raise InvalidInputError(f"bench warmup must be >= 0, got {self.warmup}")
+                raise OptionError(f"{{{name}}} must be >= 1, got {value}", name)
+        for name, value in (("warmup", self.warmup), ("decode_steps_before_prefill", self.decode_steps_before_prefill)):
+            if value < 0:
+                raise OptionError(f"{{{name}}} must be >= 0, got {value}", name)
         if not self.prompt_lengths or min(self.prompt_lengths) < 1:
-            raise InvalidInputError(f"bench prompt lengths must be >= 1, got {list(self.prompt_lengths)}")
+            raise OptionError(
+                f"{{prompt_lengths}} must be >= 1, got {', '.join(map(str, self.prompt_lengths)) or 'none'}",
+                "prompt_lengths",
+            )
 
     def longest_sequence(self) -> int:
         """The most positions any task needs (it must fit the model's n_positions)."""

@@ -16,34 +16,23 @@ from typing import Any
 import click
 
 from gpt2_onnx import __version__
-from gpt2_onnx.errors import Gpt2OnnxError
+from gpt2_onnx.cli.logs import configure_logging
+from gpt2_onnx.cli.options import flag_names
+from gpt2_onnx.errors import Gpt2OnnxError, OptionError, first_line
 from gpt2_onnx.interrupts import install_interrupt_handlers
 
 __all__ = ["cli", "main"]
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL = 70
-_NOISY_LOGGERS = (
-    "transformers",
-    "torch",
-    "torch.onnx",
-    "onnxscript",
-    "onnx_ir",
-    "huggingface_hub",
-    "onnxruntime",
-)
 
 
-def _quiet_libraries() -> None:
-    """Keep the libraries' chatter (progress bars, deprecation notes about their own internals) off the terminal.
-
-    transformers and huggingface_hub read these variables when they are imported, which happens later and lazily.
-    """
-    for name in _NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+def _message(exc: Gpt2OnnxError, ctx: click.Context, group: click.Group) -> str:
+    """The error's one line; an :class:`OptionError` names the subcommand's flags, not Python parameters."""
+    if not isinstance(exc, OptionError):
+        return str(exc)
+    command = group.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+    return exc.render(flag_names(command) if command is not None else {})
 
 
 class Gpt2OnnxGroup(click.Group):
@@ -73,22 +62,21 @@ class Gpt2OnnxGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
-        verbose = bool(ctx.params.get("verbose"))
         try:
             return super().invoke(ctx)
         except Gpt2OnnxError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(f"Error: {_message(exc, ctx, self)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except Exception as exc:  # a bug: one line by default, the traceback with --verbose
-            if verbose:
+        except Exception as exc:  # a bug: one line by default, the traceback with --verbose (before or after COMMAND)
+            if ctx.params.get("verbose") or ctx.meta.get("gpt2_onnx.verbose"):
                 raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            click.echo(f"Internal error: {type(exc).__name__}: {first} (rerun with --verbose for details)", err=True)
+            detail = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__
+            click.echo(f"Internal error: {detail} (rerun with --verbose for details)", err=True)
             ctx.exit(EXIT_INTERNAL)
 
 
@@ -97,7 +85,12 @@ class Gpt2OnnxGroup(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPT2_ONNX"},
 )
 @click.version_option(__version__, "--version", prog_name="gpt2-onnx")
-@click.option("-v", "--verbose", is_flag=True, help="Log progress details and show tracebacks of internal errors.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Log progress details and show tracebacks of internal errors (also accepted after COMMAND).",
+)
 def cli(verbose: bool) -> None:
     """Export GPT-2 to ONNX, run it with ONNX Runtime, and prove the two compute the same thing.
 
@@ -107,11 +100,7 @@ def cli(verbose: bool) -> None:
       gpt2-onnx run out -p "The meaning of life is" --max-new-tokens 40
       gpt2-onnx verify out
     """
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    if not verbose:
-        _quiet_libraries()
+    configure_logging(verbose)
 
 
 def _register() -> None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from gpt2_onnx.cli.options import verbose_option
 from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, PRECISIONS, SUPPORTED_OPSETS, ExportOptions
+
+if TYPE_CHECKING:
+    from gpt2_onnx.export import ExportResult
 
 __all__ = ["export"]
 
@@ -60,13 +65,15 @@ def _megabytes(size: int) -> str:
     show_default=True,
     help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random:NAME weights.")
+@click.option(
+    "--seed", type=int, default=None, help="Seed of random:NAME weights (default 0); a checkpoint has its own."
+)
 @click.option(
     "--tokenizer",
     default=None,
     help="Tokenizer source if not the model's: folder, hub id, or packaged:gpt2 (offline GPT-2 BPE).",
 )
-@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of a hub id.")
 @click.option(
     "--all-logits",
     is_flag=True,
@@ -80,7 +87,8 @@ def _megabytes(size: int) -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace a non-empty output folder, once the new export is complete and checked.",
+    help="Replace an earlier export in the output folder (a folder holding a gpt2-onnx export and nothing else), "
+    "once the new export is complete and checked.",
 )
 @click.option(
     "--optimize",
@@ -102,11 +110,12 @@ def _megabytes(size: int) -> str:
     help="int8/int4: weights per quantization scale (default: int4 32, int8 128; larger is faster, coarser).",
 )
 @click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
+@verbose_option
 def export(
     model: str,
     output: Path,
     opset: int,
-    seed: int,
+    seed: int | None,
     tokenizer: str | None,
     revision: str | None,
     all_logits: bool,
@@ -128,6 +137,7 @@ def export(
     """
     from gpt2_onnx.export import export_model
 
+    output = output.expanduser()  # '~' quoted past the shell still means the home folder, never a folder named '~'
     options = ExportOptions(
         model=model,
         output=output,
@@ -149,6 +159,18 @@ def export(
         result = export_model(options, display)
     finally:
         display.close_line()
+    interrupted = result.interrupted_after_commit
+    try:
+        _print_result(result)
+    except KeyboardInterrupt:  # the export is on disk, complete: say so rather than "Interrupted."
+        interrupted = True
+    if interrupted:
+        click.echo(
+            f"Interrupted after the export was complete: {result.folder} is written and checked, and kept.", err=True
+        )
+
+
+def _print_result(result: ExportResult) -> None:
     manifest = result.manifest
     weights = manifest.files[manifest.weights_file].size
     click.echo(

@@ -1,15 +1,28 @@
-"""Options several commands share, defined once."""
+"""Options several commands share, defined once, and the rule that no option is silently ignored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
-__all__ = ["PROVIDER_CHOICES", "provider_option"]
+from gpt2_onnx.errors import InvalidInputError
+
+__all__ = [
+    "PROVIDER_CHOICES",
+    "flag_names",
+    "provider_option",
+    "refuse_given",
+    "verbose_option",
+    "was_given",
+]
 
 PROVIDER_CHOICES = ("cpu", "cuda")  # runtimes.providers.PROVIDERS' names; the CLI stays free of onnxruntime imports
+# Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
+# --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
+API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads"}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,3 +37,58 @@ def provider_option(help_text: str) -> Callable[[F], F]:
         envvar="GPT2_ONNX_PROVIDER",
         help=help_text,
     )
+
+
+def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from gpt2_onnx.cli.logs import configure_logging
+
+        ctx.find_root().meta["gpt2_onnx.verbose"] = True
+        configure_logging(verbose=True)
+
+
+def verbose_option(command: F) -> F:
+    """``-v/--verbose`` on a subcommand too (``gpt2-onnx run out -v``), as on the group."""
+    option = click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        expose_value=False,
+        callback=_verbose,
+        help="Log progress details and show tracebacks of internal errors.",
+    )
+    return option(command)
+
+
+def flag_names(command: click.Command) -> dict[str, str]:
+    """Each parameter's Python name → how the command line spells it (``--max-new-tokens``, ``FOLDER``)."""
+    names: dict[str, str] = dict(API_FLAGS)
+    for param in command.params:
+        if param.name is None:
+            continue
+        if isinstance(param, click.Option):
+            long = [opt for opt in param.opts if opt.startswith("--")]
+            names[param.name] = long[0] if long else param.opts[0]
+        else:
+            names[param.name] = param.name.upper()
+    return names
+
+
+def was_given(ctx: click.Context, name: str) -> bool:
+    """True when the user set option ``name`` (on the command line or through its environment variable), not
+    when it holds its default."""
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def refuse_given(ctx: click.Context, names: Sequence[str], rule: str, spelled: Mapping[str, str] | None = None) -> None:
+    """Refuse (exit 2) the options among ``names`` that the user gave where they would have no effect.
+
+    ``rule`` completes the sentence after the options, e.g. ``"only with --sample (greedy decoding ignores {it})"``;
+    ``{it}`` becomes "it" or "them"."""
+    given = [name for name in names if was_given(ctx, name)]
+    if not given:
+        return
+    spelling = spelled or flag_names(ctx.command)
+    flags = " and ".join(spelling.get(name, name) for name in given)
+    verb, it = ("applies", "it") if len(given) == 1 else ("apply", "them")
+    raise InvalidInputError(f"{flags} {verb} {rule.replace('{it}', it)}")

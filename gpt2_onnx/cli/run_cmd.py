@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import click
 
-from gpt2_onnx.cli.options import provider_option
+from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
+from gpt2_onnx.cli.options import provider_option, refuse_given, verbose_option
 from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
     from runtimes.api import Gpt2Onnx
@@ -20,30 +24,56 @@ if TYPE_CHECKING:
 
 __all__ = ["run"]
 
+FINISH_WORDS = {
+    "eos": "stopped at the end-of-text token",
+    "stop": "stopped at a stop string",
+    "length": "stopped at the length limit (--max-new-tokens)",
+}
+REAL_CHECKPOINT_HINT = "gpt2-onnx export --model openai-community/gpt2 -o gpt2-onnx-out (needs the Hub or its cache)"
 
-def _read_prompts(prompt: tuple[str, ...], prompts_file: str | None) -> list[str]:
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    index: int  # 0-based, among all prompts
+    line: int | None = None  # 1-based line of the --prompts file
+
+
+def _read_prompt_file(prompts_file: str) -> list[Prompt]:
+    try:
+        text = sys.stdin.read() if prompts_file == "-" else Path(prompts_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(
+            f"cannot read prompts file '{prompts_file}': {getattr(exc, 'strerror', None) or exc}"
+        ) from exc
+    lines = text.splitlines()
+    blank = [number for number, line in enumerate(lines, start=1) if not line.strip()]
+    if blank:  # never dropped silently: a blank line would shift every later result against the file
+        where = ", ".join(map(str, blank[:5])) + (" …" if len(blank) > 5 else "")
+        found = f"a blank line (line {where})" if len(blank) == 1 else f"blank lines (lines {where})"
+        raise InvalidInputError(
+            f"prompts file '{prompts_file}' has {found}; each line is one prompt: remove blank lines"
+        )
+    if not lines:
+        raise InvalidInputError(f"prompts file '{prompts_file}' holds no prompt")
+    return [Prompt(line, index, index + 1) for index, line in enumerate(lines)]
+
+
+def _read_prompts(prompt: tuple[str, ...], prompts_file: str | None) -> list[Prompt]:
     if prompt and prompts_file:
         raise InvalidInputError("give prompts with -p or with --prompts, not both")
-    if prompt:
-        return list(prompt)
     if prompts_file is not None:
-        try:
-            text = sys.stdin.read() if prompts_file == "-" else Path(prompts_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(
-                f"cannot read prompts file '{prompts_file}': {getattr(exc, 'strerror', None) or exc}"
-            ) from exc
-        lines = [line for line in text.splitlines() if line.strip()]
-        if not lines:
-            raise InvalidInputError(f"prompts file '{prompts_file}' holds no prompt")
-        return lines
-    if sys.stdin.isatty():
+        return _read_prompt_file(prompts_file)
+    if not prompt and sys.stdin.isatty():
         raise InvalidInputError("no prompt: pass -p TEXT, --prompts FILE, or pipe text into stdin")
-    text = sys.stdin.read().rstrip("\n")
-    return [text]
+    texts = list(prompt) if prompt else [sys.stdin.read().rstrip("\n")]
+    for index, text in enumerate(texts):
+        if not text.strip():
+            raise InvalidInputError(f"prompt {index} is empty")
+    return [Prompt(text, index) for index, text in enumerate(texts)]
 
 
-def _batches(items: list[str], size: int) -> Iterator[list[str]]:
+def _batches(items: list[Prompt], size: int) -> Iterator[list[Prompt]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -51,9 +81,14 @@ def _batches(items: list[str], size: int) -> Iterator[list[str]]:
 def _summary(result: GenerationResult) -> str:
     t = result.timings
     return (
-        f"[{len(result.token_ids)} tokens, {result.finish_reason}; prefill {t['prefill_ms']:.1f} ms, "
-        f"decode {t['decode_ms_per_token']:.1f} ms/token]"
+        f"[{plural(len(result.token_ids), 'token')}, {FINISH_WORDS[result.finish_reason]}; "
+        f"prefill {t['prefill_ms']:.1f} ms, decode {t['decode_ms_per_token']:.1f} ms/token]"
     )
+
+
+def _json_line(result: GenerationResult, prompt: Prompt) -> str:
+    where = {"index": prompt.index, **({"line": prompt.line} if prompt.line is not None else {})}
+    return json.dumps({**where, **result.to_json()}, ensure_ascii=False)
 
 
 def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> None:
@@ -70,6 +105,31 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     click.echo(_summary(stream.result), err=True)
 
 
+def _refuse_ignored_options(ctx: click.Context, sample: bool, manifest: Manifest, provider: str) -> None:
+    """No option is silently ignored: each that would have no effect here is refused (exit 2)."""
+    if not sample:
+        refuse_given(
+            ctx, ["temperature", "top_k", "top_p", "seed"], "only with --sample (greedy decoding ignores {it})"
+        )
+    if manifest.precision != "float32":
+        refuse_given(ctx, ["prepack_weights"], f"to fp32 exports only (this one is {manifest.precision}, prepacked)")
+    if provider != "cpu":
+        refuse_given(ctx, ["prepack_weights"], "on the CPU only (CUDA sessions copy their weights to the GPU)")
+    if ctx.params.get("as_json"):
+        refuse_given(ctx, ["no_stream"], "only without --json (JSON lines are never streamed)")
+
+
+def _random_weights_note(manifest: Manifest) -> None:
+    source = str(manifest.model.get("source") or "")
+    if source.startswith("random:"):
+        seed = manifest.model.get("seed")
+        click.echo(
+            f"Note: this export holds random weights ({source}, seed {seed}), so its text is noise; for real text "
+            f"export a checkpoint: {REAL_CHECKPOINT_HINT}",
+            err=True,
+        )
+
+
 @click.command()
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option(
@@ -78,14 +138,20 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     multiple=True,
     help="Prompt text (repeatable). Without -p or --prompts, stdin is the prompt.",
 )
-@click.option("--prompts", "prompts_file", default=None, help="File with one prompt per line ('-' for stdin).")
+@click.option(
+    "--prompts",
+    "prompts_file",
+    default=None,
+    help="File with one prompt per line ('-' for stdin); blank lines are refused. JSON lines carry each prompt's "
+    "index and line.",
+)
 @click.option("-n", "--max-new-tokens", type=int, default=50, show_default=True)
 @click.option("--sample", is_flag=True, help="Sample instead of greedy decoding (transformers' do_sample).")
-@click.option("--temperature", type=float, default=1.0, show_default=True)
-@click.option("--top-k", type=int, default=0, show_default=True, help="Keep the k most likely tokens (0: all).")
-@click.option("--top-p", type=float, default=1.0, show_default=True, help="Nucleus sampling mass, in (0, 1].")
+@click.option("--temperature", type=float, default=1.0, show_default=True, help="With --sample only.")
+@click.option("--top-k", type=int, default=0, show_default=True, help="With --sample: keep the k most likely (0: all).")
+@click.option("--top-p", type=float, default=1.0, show_default=True, help="With --sample: nucleus mass, in (0, 1].")
 @click.option("--repetition-penalty", type=float, default=1.0, show_default=True)
-@click.option("--seed", type=int, default=None, help="Seed for sampling: same seed, same text.")
+@click.option("--seed", type=int, default=None, help="With --sample: same seed, same text.")
 @click.option("--stop", multiple=True, help="Stop when this text appears (repeatable); it is left out of the output.")
 @click.option("--ignore-eos", is_flag=True, help="Keep generating past the end-of-text token.")
 @click.option(
@@ -93,7 +159,7 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Prompts generated together (left-padded).",
+    help="Prompts generated together (left-padded); above 1, each text is printed when complete.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per prompt and line.")
 @provider_option("ONNX Runtime execution provider; never silently replaced by another.")
@@ -110,7 +176,11 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     help="fp32 on the CPU: let ONNX Runtime prepack each session's weights instead of sharing one map of the file "
     "(faster, batched runs most; about 2.8× the weights in memory instead of 1.2×).",
 )
+@integrity_option
+@verbose_option
+@click.pass_context
 def run(
+    ctx: click.Context,
     folder: Path,
     prompt: tuple[str, ...],
     prompts_file: str | None,
@@ -129,6 +199,7 @@ def run(
     threads: int | None,
     no_stream: bool,
     prepack_weights: bool,
+    no_sha256_check: bool,
 ) -> None:
     """Generate text from an export FOLDER with ONNX Runtime.
 
@@ -143,6 +214,8 @@ def run(
     from runtimes.generation import GenerationOptions
     from runtimes.session import RuntimeOptions
 
+    manifest = read_manifest(folder)
+    _refuse_ignored_options(ctx, sample, manifest, provider)
     options = GenerationOptions(
         max_new_tokens=max_new_tokens,
         do_sample=sample,
@@ -155,20 +228,28 @@ def run(
         ignore_eos=ignore_eos,
     )
     prompts = _read_prompts(prompt, prompts_file)
-    for index, text in enumerate(prompts):
-        if not text.strip():
-            raise InvalidInputError(f"prompt {index} is empty")
     chosen = cast("ProviderName", provider)  # click.Choice admits only these names
-    runtime = RuntimeOptions(provider=chosen, intra_op_threads=threads, share_weights=not prepack_weights)
+    runtime = RuntimeOptions(
+        provider=chosen,
+        intra_op_threads=threads,
+        share_weights=not prepack_weights,
+        integrity=fingerprint_options(no_sha256_check),
+    )
     model = Gpt2Onnx.load(folder, options=runtime)
-    stream = not (as_json or no_stream or batch_size > 1)
+    _random_weights_note(manifest)
+    _generate_all(model, prompts, options, batch_size, as_json, stream=not (as_json or no_stream or batch_size > 1))
+
+
+def _generate_all(
+    model: Gpt2Onnx, prompts: list[Prompt], options: GenerationOptions, batch_size: int, as_json: bool, stream: bool
+) -> None:
     for batch in _batches(prompts, batch_size):
         if stream:
-            _stream_one(model, batch[0], options)
+            _stream_one(model, batch[0].text, options)
             continue
-        for result in model.generate(batch, options):
+        for result, item in zip(model.generate([p.text for p in batch], options), batch, strict=True):
             if as_json:
-                click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+                click.echo(_json_line(result, item))
             else:
                 click.echo(f"{result.prompt}{result.text}")
                 click.echo(_summary(result), err=True)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from gpt2_onnx.cli.options import provider_option
+from gpt2_onnx.cli.options import provider_option, verbose_option
 from gpt2_onnx.errors import ParityError
+from gpt2_onnx.wording import plural
 
 __all__ = ["verify"]
 
@@ -31,6 +32,7 @@ __all__ = ["verify"]
     default=None,
     help="Also write the report as JSON ('-': stdout).",
 )
+@verbose_option
 def verify(
     folder: Path,
     model: str | None,
@@ -42,9 +44,10 @@ def verify(
 ) -> None:
     """Measure an export's parity with its source model and fail if a tolerance is exceeded.
 
-    Compares prefill (logits, every present), decode chained over --steps steps (teacher-forced and free-running
-    greedy), several past lengths up to the model's limit, a left-padded batch, the golden vectors, and every
-    file's sha256. All checks run; the command then fails once, listing every failure with its figures.
+    First checks that every file is present with its size and sha256, and that the source model has the export's
+    dimensions. Then compares prefill (logits, every present), decode chained over --steps steps (teacher-forced
+    and free-running greedy), several past lengths up to the model's limit, a left-padded batch and the golden
+    vectors. All checks run; the command then fails once, listing every failure with its figures.
 
     \b
     Examples:
@@ -71,5 +74,7 @@ def verify(
         click.echo(render_report(report))
     if not report.ok:
         where = "in the JSON report's failures" if to_stdout else "above"
-        raise ParityError(f"verify failed: {len(report.failures())} failure(s), listed {where}")
-    click.echo(f"PASS: {len(report.parity.comparisons)} comparisons within tolerance, all files intact", err=True)
+        raise ParityError(f"verify failed: {plural(len(report.failures()), 'failure')}, listed {where}")
+    click.echo(
+        f"PASS: {plural(len(report.parity.comparisons), 'comparison')} within tolerance, all files intact", err=True
+    )
