@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from click.testing import CliRunner, Result
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
 from runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import edit_manifest, one_error_line
+from tests.helpers import one_error_line
 
 
 def invoke(*args: str, stdin: str | None = None) -> Result:
@@ -116,11 +115,12 @@ def test_run_bad_input(tiny_export: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "tpu" in result.output
 
 
-def test_prepacked_weights_give_the_same_tokens(tiny_export: Path) -> None:
+@pytest.mark.parametrize("layout", ["merged", "split"])
+def test_every_session_layout_gives_the_same_tokens(tiny_export: Path, layout: str) -> None:
     args = ["run", str(tiny_export), "-p", "The quick brown fox", "--json", "-n", "8", "--ignore-eos"]
-    shared, prepacked = invoke(*args), invoke(*args, "--prepack-weights")
-    assert shared.exit_code == 0 and prepacked.exit_code == 0, prepacked.output
-    assert json.loads(shared.stdout)["token_ids"] == json.loads(prepacked.stdout)["token_ids"]
+    default, chosen = invoke(*args), invoke(*args, "--layout", layout)
+    assert default.exit_code == 0 and chosen.exit_code == 0, chosen.output
+    assert json.loads(default.stdout)["token_ids"] == json.loads(chosen.stdout)["token_ids"]
 
 
 @pytest.mark.parametrize(
@@ -150,19 +150,8 @@ def test_options_without_effect_are_refused(tiny_export: Path) -> None:
     assert_error(
         invoke("run", str(tiny_export), "-p", "Hi", "--json", "--no-stream"), 2, "--no-stream applies only without"
     )
-    assert_error(
-        invoke("run", str(tiny_export), "-p", "Hi", "--prepack-weights", "--provider", "cuda"),
-        2,
-        "--prepack-weights applies on the CPU only",
-    )
-
-
-def test_prepack_weights_on_a_quantized_export_is_refused(copy_export: Callable[[], Path]) -> None:
-    """Refused from the manifest, before anything loads: a quantized export always prepacks."""
-    folder = copy_export()
-    edit_manifest(folder, lambda manifest: manifest.__setitem__("precision", "int4"))
-    result = invoke("run", str(folder), "-p", "Hi", "--prepack-weights")
-    assert_error(result, 2, "--prepack-weights applies to fp32 exports only (this one is int4")
+    result = invoke("run", str(tiny_export), "-p", "Hi", "--layout", "tiles")
+    assert result.exit_code == 2 and "tiles" in result.output
 
 
 def test_the_summary_says_why_generation_stopped(tiny_export: Path) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from runtimes.api import Gpt2Onnx
     from runtimes.generation import GenerationOptions, GenerationResult
     from runtimes.providers import ProviderName
+    from runtimes.session import SessionLayout
 
 __all__ = ["run"]
 
@@ -105,16 +106,12 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     click.echo(_summary(stream.result), err=True)
 
 
-def _refuse_ignored_options(ctx: click.Context, sample: bool, manifest: Manifest, provider: str) -> None:
+def _refuse_ignored_options(ctx: click.Context, sample: bool) -> None:
     """No option is silently ignored: each that would have no effect here is refused (exit 2)."""
     if not sample:
         refuse_given(
             ctx, ["temperature", "top_k", "top_p", "seed"], "only with --sample (greedy decoding ignores {it})"
         )
-    if manifest.precision != "float32":
-        refuse_given(ctx, ["prepack_weights"], f"to fp32 exports only (this one is {manifest.precision}, prepacked)")
-    if provider != "cpu":
-        refuse_given(ctx, ["prepack_weights"], "on the CPU only (CUDA sessions copy their weights to the GPU)")
     if ctx.params.get("as_json"):
         refuse_given(ctx, ["no_stream"], "only without --json (JSON lines are never streamed)")
 
@@ -171,10 +168,13 @@ def _random_weights_note(manifest: Manifest) -> None:
 )
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
 @click.option(
-    "--prepack-weights",
-    is_flag=True,
-    help="fp32 on the CPU: let ONNX Runtime prepack each session's weights instead of sharing one map of the file "
-    "(faster, batched runs most; about 2.8× the weights in memory instead of 1.2×).",
+    "--layout",
+    type=click.Choice(["auto", "merged", "split"]),
+    default="auto",
+    show_default=True,
+    help="Sessions: merged = one session over a generation graph built from decode.onnx (weights prepacked once, "
+    "one thread pool; onnxruntime >= 1.21); split = the folder's two graphs as shipped (fp32 on the CPU: weights "
+    "mapped once, not prepacked); auto = merged where the runtime has it.",
 )
 @integrity_option
 @verbose_option
@@ -198,7 +198,7 @@ def run(
     provider: str,
     threads: int | None,
     no_stream: bool,
-    prepack_weights: bool,
+    layout: str,
     no_sha256_check: bool,
 ) -> None:
     """Generate text from an export FOLDER with ONNX Runtime.
@@ -215,7 +215,7 @@ def run(
     from runtimes.session import RuntimeOptions
 
     manifest = read_manifest(folder)
-    _refuse_ignored_options(ctx, sample, manifest, provider)
+    _refuse_ignored_options(ctx, sample)
     options = GenerationOptions(
         max_new_tokens=max_new_tokens,
         do_sample=sample,
@@ -232,7 +232,7 @@ def run(
     runtime = RuntimeOptions(
         provider=chosen,
         intra_op_threads=threads,
-        share_weights=not prepack_weights,
+        layout=cast("SessionLayout", layout),  # click.Choice admits only these names
         integrity=fingerprint_options(no_sha256_check),
     )
     model = Gpt2Onnx.load(folder, options=runtime)
