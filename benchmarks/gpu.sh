@@ -24,7 +24,7 @@ import sys
 import torch
 
 from gpt2_onnx.errors import Gpt2OnnxError
-from runtimes.providers import ensure_provider_loadable
+from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 
 if not torch.cuda.is_available():
     sys.exit(f"gpu.sh: torch {torch.__version__} sees no CUDA device; the eager baseline needs torch built with CUDA")

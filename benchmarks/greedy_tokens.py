@@ -8,7 +8,8 @@ every system computes the same model (same weights, same greedy choices), each i
 
 ``spec`` builds the system exactly as the bench worker will (a peer's ``factory``, or an ONNX folder with the
 spec's runtime options) and reads its tokens through its ``greedy`` method, or, for an export folder, through
-``runtimes.generation`` on the sessions it loaded; a system with ``describe()`` adds what it reports as ``info``.
+``gpt2_onnx_runtimes.generation`` on the sessions it loaded; a system with ``describe()`` adds what it reports as
+``info``.
 
 The prompt is ``gpt2_onnx.bench.protocol.prompt_ids`` (seeded), end-of-text is ignored, so every system
 generates exactly ``--new-tokens`` tokens.
@@ -25,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
-    from runtimes.generation import Generation, GenerationOptions
-    from runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
+    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
     loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu", intra_op_threads=threads, inter_op_threads=1))
     options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)
@@ -36,7 +37,7 @@ def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> 
 def _eager(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
     import numpy as np
 
-    from exporters.eager_system import EagerSystem
+    from gpt2_onnx_exporters.eager_system import EagerSystem
 
     system = EagerSystem(str(folder), seed=0, threads=threads, device="cpu", attention="eager")  # the parity reference
     system.load()
@@ -59,8 +60,8 @@ def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) 
 def _spec(spec_json: str, ids: list[list[int]], new_tokens: int, threads: int) -> tuple[list[int], object]:
     import numpy as np
 
+    from gpt2_onnx.app.bench_worker import _build  # the worker's own construction, so the check runs what is measured
     from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-    from gpt2_onnx.bench.worker import _build  # the worker's own construction, so the check runs what is measured
 
     spec = SystemSpec.from_json(json.loads(spec_json))
     system = _build(spec, BenchSettings(threads=threads))
@@ -69,8 +70,8 @@ def _spec(spec_json: str, ids: list[list[int]], new_tokens: int, threads: int) -
     if greedy is not None:
         rows, _, _ = greedy(np.asarray(ids, dtype=np.int64), new_tokens)
         tokens = rows[0]
-    else:  # runtimes.bench_system.OnnxSystem: generation on the sessions it loaded
-        from runtimes.generation import Generation, GenerationOptions
+    else:  # gpt2_onnx_runtimes.bench_system.OnnxSystem: generation on the sessions it loaded
+        from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 
         options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)
         tokens = Generation(system.loaded, ids, options).run()[0].token_ids  # type: ignore[attr-defined]
@@ -91,7 +92,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=50257)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))  # this checkout's packages, in whichever venv runs the script
+    sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
     from gpt2_onnx.bench.protocol import prompt_ids
 
     ids = prompt_ids(args.seed, 1, args.prompt_length, args.vocab_size).tolist()

@@ -22,9 +22,9 @@ import onnxruntime as ort
 import torch
 from optimum.onnxruntime import ORTModelForCausalLM
 
-from exporters.greedy_loop import greedy_loop
 from gpt2_onnx.bench.protocol import GenerationTiming
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_exporters.greedy_loop import greedy_loop
 
 __all__ = ["OptimumSystem"]
 
@@ -52,7 +52,7 @@ class OptimumSystem:
         torch.set_num_threads(self.threads)  # Optimum builds position ids and masks with torch
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1  # as ours (runtimes.bench_system); sequential execution uses none
+        options.inter_op_num_threads = 1  # as ours (gpt2_onnx_runtimes.bench_system); sequential execution uses none
         self._model = ORTModelForCausalLM.from_pretrained(
             self.folder,
             provider="CPUExecutionProvider",

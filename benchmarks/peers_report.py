@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from gpt2_onnx.bench.report import Metric, paired_per_round
-from gpt2_onnx.bench.runner import RawResults
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.bench.tasks import RawResults
 
 __all__ = [
     "CPU_FLAGS",

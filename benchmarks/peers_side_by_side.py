@@ -1,6 +1,6 @@
 """gpt2-onnx beside its peers (OpenVINO GenAI, llama.cpp, CTranslate2) and PyTorch eager, on one checkpoint, in one
 interleaved ``bench`` run: each system in a worker process of its own and in its own venv, driven by
-``gpt2_onnx.bench.runner`` (a warm-up round, then rounds rotating the systems' order, task by task).
+``gpt2_onnx.app.bench_runner`` (a warm-up round, then rounds rotating the systems' order, task by task).
 ``benchmarks/peers_side_by_side.sh`` builds the venvs and the exports, then calls this (main venv):
 
     python benchmarks/peers_side_by_side.py --checkpoint CKPT \\
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
 
 from benchmarks import peers_report  # noqa: E402  # after the path
 from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
-from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 

@@ -24,8 +24,8 @@ def main() -> None:
     parser.add_argument("--model", default="random:gpt2")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
-    from exporters.source import load_source
+    sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+    from gpt2_onnx_exporters.source import load_source
 
     source = load_source(args.model, args.seed)
     if not source.tied_head:

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
 
-from gpt2_onnx.bench.plan import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
 from gpt2_onnx.bench.report import metrics, paired_per_round  # noqa: E402
-from gpt2_onnx.bench.runner import RawResults  # noqa: E402
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx.bench.tasks import RawResults  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 
 FACTORY = "benchmarks.weight_pass_system:"

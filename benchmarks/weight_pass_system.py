@@ -31,9 +31,9 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from exporters.source import load_source
 from gpt2_onnx.bench.protocol import GenerationTiming
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_exporters.source import load_source
 
 __all__ = ["OrtWeightPass", "TorchWeightPass", "block_matrices"]
 

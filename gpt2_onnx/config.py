@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpt2_onnx.errors import InvalidInputError, OptionError, UnsupportedOpsetError
+from gpt2_onnx.errors import OptionError, UnsupportedOpsetError
+from gpt2_onnx.precisions import Precision, Quantization, precision_flag
 
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPSET",
-    "PRECISIONS",
     "RANDOM_PREFIX",
     "SUPPORTED_OPSETS",
     "ExportOptions",
@@ -22,8 +22,6 @@ DEFAULT_MODEL = "openai-community/gpt2"
 RANDOM_PREFIX = "random:"  # random:NAME asks for seeded random weights of a published checkpoint's dimensions
 DEFAULT_OPSET = 17
 SUPPORTED_OPSETS = range(17, 22)  # 17..21; 17 brings LayerNormalization, the oldest we need
-# --precision choices → the manifest's precision names (float32 graphs compute in float32, and so on).
-PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "int8": "int8", "int4": "int4"}
 
 
 @dataclass(frozen=True)
@@ -66,15 +64,14 @@ class ExportOptions:
     check: bool = True  # compare the graphs with the source model before writing
     decode_check_steps: int = 4  # chained decode steps compared during the check
     optimize: bool = False  # ONNX Runtime contrib-op fusions (onnxscript's ort_fusions)
-    precision: str = "fp32"  # a key of PRECISIONS: fp16 for CUDA, int8/int4 weight-only for the CPU
+    precision: str = "fp32"  # a flag of gpt2_onnx.precisions.PRECISIONS: fp16 for CUDA, int8/int4 for the CPU
     block_size: int | None = None  # int8/int4: weights per quantization scale (None: the precision's default)
 
     def __post_init__(self) -> None:
         check_opset(self.opset)
-        if self.precision not in PRECISIONS:
-            raise InvalidInputError(f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}")
+        precision = precision_flag(self.precision)  # refuses an unknown one
         if self.block_size is not None:
-            if self.precision not in ("int8", "int4"):
+            if precision.quantization is None:
                 raise OptionError("{block_size} applies to {precision} int8 or int4 only", "block_size", "precision")
             if self.block_size < 16 or self.block_size & (self.block_size - 1):
                 raise OptionError(f"{{block_size}} must be a power of two >= 16, got {self.block_size}", "block_size")
@@ -89,9 +86,15 @@ class ExportOptions:
             )
 
     @property
-    def precision_name(self) -> str:
-        """The manifest's name of the precision: float32, float16, int8 or int4."""
-        return PRECISIONS[self.precision]
+    def precision_info(self) -> Precision:
+        """Everything about the precision asked for (:mod:`gpt2_onnx.precisions`)."""
+        return precision_flag(self.precision)
+
+    @property
+    def quantization(self) -> Quantization | None:
+        """int8/int4: the precision's quantization with ``block_size`` where one was given."""
+        settings = self.precision_info.quantization
+        return None if settings is None else settings.with_block_size(self.block_size)
 
     def to_json(self) -> dict[str, object]:
         return {

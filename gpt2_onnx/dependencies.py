@@ -10,7 +10,7 @@ from gpt2_onnx.errors import MissingDependencyError
 __all__ = ["PYTORCH_INSTALL_HINT", "PYTORCH_SIDE", "require_pytorch_side"]
 
 # What to install for the PyTorch side: the one place that says it.
-PYTORCH_INSTALL_HINT = 'pip install "torch==2.13.0" transformers onnxscript safetensors'
+PYTORCH_INSTALL_HINT = 'pip install "torch==2.13.0" "gpt2-onnx[export]"'
 PYTORCH_SIDE = ("torch", "transformers", "onnxscript", "safetensors")  # what exporters/ imports
 
 

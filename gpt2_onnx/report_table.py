@@ -17,7 +17,7 @@ from gpt2_onnx.parity import Comparison
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
-    from gpt2_onnx.verification import VerifyReport
+    from gpt2_onnx.verify_report import VerifyReport
 
 __all__ = ["render_failures", "render_report", "render_table"]
 

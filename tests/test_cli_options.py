@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+import gpt2_onnx_runtimes.api
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
 from tests.helpers import edit_manifest, one_error_line
@@ -111,12 +112,11 @@ def test_verbose_works_on_either_side_of_the_command(tiny_export: Path, where: s
 def test_verbose_after_the_command_shows_an_internal_error_traceback(
     tiny_export: Path, monkeypatch: pytest.MonkeyPatch, root_level: None
 ) -> None:
-    import runtimes.api
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(runtimes.api.Gpt2Onnx, "load", broken)
+    monkeypatch.setattr(gpt2_onnx_runtimes.api.Gpt2Onnx, "load", broken)
     quiet = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hi"])
     assert quiet.exit_code == 70 and "Internal error: ValueError: a bug" in quiet.output
     loud = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hi", "-v"])

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
-from runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import one_error_line
 
 

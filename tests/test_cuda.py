@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runtimes import GenerationOptions, Gpt2Onnx
-from runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from tests.test_runtime_loading import cuda_works
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_works(), reason="no working CUDA provider here")]

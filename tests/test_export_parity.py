@@ -1,5 +1,5 @@
 """Parity of exported graphs with transformers' GPT2LMHeadModel, computed here with plain onnxruntime and torch
-(independently of gpt2_onnx.checks), for the default export and every GPT2Config variant."""
+(independently of gpt2_onnx.app.parity_suite), for the default export and every GPT2Config variant."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from gpt2_onnx.verification import VerifyOptions, verify_export
+from gpt2_onnx.app.verify import VerifyOptions, verify_export
 from tests.conftest import export_checkpoint, save_checkpoint
 
 ATOL = 1e-4
@@ -163,7 +163,7 @@ def test_all_logits_prefill_returns_every_position_matching_transformers(
     import onnx
 
     from gpt2_onnx.manifest import read_manifest
-    from gpt2_onnx.tolerances import tolerance_for
+    from gpt2_onnx.precisions import tolerance_for
 
     folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", all_logits=True)
     manifest = read_manifest(folder)

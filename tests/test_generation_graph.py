@@ -12,10 +12,10 @@ import pytest
 from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx.errors import InvalidInputError, ManifestError
 from gpt2_onnx.names import DECODE, EMBEDDING, LOGITS, PREFILL, past_name
-from runtimes.generation import GenerationOptions, generate_ids
-from runtimes.generation_graph import initializer_as_input, last_position_logits
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from tests.conftest import export_checkpoint
 from tests.helpers import load_graph
 

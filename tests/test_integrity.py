@@ -16,7 +16,7 @@ from gpt2_onnx.cli import cli
 from gpt2_onnx.cli.integrity import cache_dir
 from gpt2_onnx.errors import ManifestError
 from gpt2_onnx.integrity import CACHE_FILE_NAME, IntegrityCheck
-from runtimes import Gpt2Onnx, RuntimeOptions
+from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
 from tests.helpers import one_error_line
 
 

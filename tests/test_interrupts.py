@@ -16,7 +16,7 @@ import pytest
 from gpt2_onnx import interrupts
 from gpt2_onnx.output_folder import StagedFolder
 from gpt2_onnx.progress import Stages
-from runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import leftovers
 
 
@@ -81,10 +81,10 @@ def test_export_whose_tracing_swallows_sigterm_exits_interrupted(tiny_checkpoint
     script = textwrap.dedent(
         f"""
         import signal, sys
-        import exporters.graphs
+        import gpt2_onnx_exporters.graphs
         from gpt2_onnx.cli import main
 
-        trace_graph = exporters.graphs.trace_graph
+        trace_graph = gpt2_onnx_exporters.graphs.trace_graph
 
         def tracing_that_swallows_an_interrupt(*args, **kwargs):
             try:
@@ -93,7 +93,7 @@ def test_export_whose_tracing_swallows_sigterm_exits_interrupted(tiny_checkpoint
                 pass  # as C code that clears Python errors does
             return trace_graph(*args, **kwargs)
 
-        exporters.graphs.trace_graph = tracing_that_swallows_an_interrupt
+        gpt2_onnx_exporters.graphs.trace_graph = tracing_that_swallows_an_interrupt
         sys.argv = ["gpt2-onnx", "export", "--model", {str(tiny_checkpoint)!r}, "-o", {str(out)!r}]
         main()
         """

@@ -9,8 +9,8 @@ import pytest
 
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import GRAPHS
-from runtimes.generation import GenerationOptions, generate_ids
-from runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from tests.conftest import export_checkpoint
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 

@@ -7,38 +7,27 @@ the tiny export on the matrix's venvs when ``GPT2_ONNX_ORT_VENVS`` names their f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import onnx
 import pytest
 
-from gpt2_onnx.config import PRECISIONS, SUPPORTED_OPSETS
+from gpt2_onnx.compatibility import MERGED_LAYOUT_MIN_ONNXRUNTIME, OPTIMIZE_MIN_ONNXRUNTIME, min_onnxruntime_for
+from gpt2_onnx.config import SUPPORTED_OPSETS
 from gpt2_onnx.errors import RuntimeVersionError
-from gpt2_onnx.export import _MIN_ORT_VARIANT, min_onnxruntime_for
+from gpt2_onnx.import_roots import import_roots
+from gpt2_onnx.precisions import FP32, PRECISIONS, precision_flag
 from gpt2_onnx.versions import version_tuple
+from scripts import ort_matrix as matrix
 from tests.helpers import edit_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 FUTURE = "99.0.0"
-
-
-def _matrix() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ort_matrix", REPO / "scripts" / "ort_matrix.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class body runs
-    spec.loader.exec_module(module)
-    return module
-
-
-matrix = _matrix()
 
 
 def _require_future_runtime(folder: Path) -> None:
@@ -48,7 +37,7 @@ def _require_future_runtime(folder: Path) -> None:
 def test_manifest_records_the_opset_minimum_and_lowest_ir(tiny_export: Path) -> None:
     data = json.loads((tiny_export / "manifest.json").read_text(encoding="utf-8"))
     assert data["opset"] == 17
-    assert data["min_onnxruntime"] == min_onnxruntime_for(17)
+    assert data["min_onnxruntime"] == min_onnxruntime_for(17, False, FP32)
     for name in ("prefill.onnx", "decode.onnx"):
         graph = onnx.load(str(tiny_export / name), load_external_data=False)
         # opset 17's own IR version: torch.onnx writes 10, which onnxruntime < 1.18 refuses
@@ -58,7 +47,7 @@ def test_manifest_records_the_opset_minimum_and_lowest_ir(tiny_export: Path) -> 
 def test_load_refuses_a_runtime_older_than_the_manifest_minimum(copy_export: Callable[[], Path]) -> None:
     import onnxruntime as ort
 
-    from runtimes.session import LoadedExport
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     folder = copy_export()
     _require_future_runtime(folder)
@@ -85,7 +74,7 @@ def test_run_command_refuses_with_one_line_naming_both_versions(copy_export: Cal
 
 
 def test_matrix_check_passes_here_and_reports_a_refusal(tiny_export: Path, copy_export: Callable[[], Path]) -> None:
-    from runtimes.matrix_check import check_cell
+    from gpt2_onnx_runtimes.matrix_check import check_cell
 
     assert check_cell(tiny_export).status == "pass"
     folder = copy_export()
@@ -96,8 +85,8 @@ def test_matrix_check_passes_here_and_reports_a_refusal(tiny_export: Path, copy_
 
 def test_matrix_check_runs_without_torch(tiny_export: Path) -> None:
     """The check a runtime venv runs imports neither torch nor transformers (it exits 3 if it did)."""
-    command = [sys.executable, "-m", "runtimes.matrix_check", str(tiny_export)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "gpt2_onnx_runtimes.matrix_check", str(tiny_export)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(import_roots())}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["status"] == "pass"
@@ -112,17 +101,19 @@ def test_matrix_tables_are_consistent() -> None:
     opsets = {int(flag[flag.index("--opset") + 1]) for flag in flags if "--opset" in flag}
     assert opsets == set(SUPPORTED_OPSETS), "every supported opset is measured"
     for opset in SUPPORTED_OPSETS:  # every recorded minimum is a release the matrix runs, so CI confirms it
-        assert min_onnxruntime_for(opset) in versions
-    for feature, minimum in _MIN_ORT_VARIANT.items():  # the same for the variants' own minima
+        assert min_onnxruntime_for(opset, False, FP32) in versions
+    minima = {"optimize": OPTIMIZE_MIN_ONNXRUNTIME, "merged layout": MERGED_LAYOUT_MIN_ONNXRUNTIME}
+    minima |= {precision.flag: precision.min_onnxruntime for precision in PRECISIONS}
+    for feature, minimum in minima.items():  # the same for the variants' own minima
         assert minimum in versions, f"{feature}'s minimum {minimum} is no row of RUNTIMES"
     measured = set()
     for variant in matrix.VARIANTS:  # what each matrix variant's manifest will record, too
         opset = int(_flag(variant.flags, "--opset", "17"))
         optimize = "--optimize" in variant.flags
-        precision = PRECISIONS[_flag(variant.flags, "--precision", "fp32")]
+        precision = precision_flag(_flag(variant.flags, "--precision", "fp32"))
         assert min_onnxruntime_for(opset, optimize, precision) in versions, variant.name
-        measured |= {precision, "optimize"} if optimize else {precision}
-    assert set(_MIN_ORT_VARIANT) <= measured, "every variant minimum is measured by a matrix variant"
+        measured |= {precision.flag, "optimize"} if optimize else {precision.flag}
+    assert {p.flag for p in PRECISIONS} | {"optimize"} <= measured, "every variant minimum is measured by a variant"
 
 
 def _flag(flags: tuple[str, ...], name: str, default: str) -> str:

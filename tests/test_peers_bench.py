@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpt2_onnx.bench.runner import RawResults, bench_tasks
 from gpt2_onnx.bench.settings import SystemSpec
+from gpt2_onnx.bench.tasks import RawResults, bench_tasks
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,19 +9,19 @@ import numpy as np
 import onnx
 import pytest
 
-from exporters.block_quant import dequantize, quantize_blocks, unpack
-from exporters.quantize_graph import QuantSettings
-from exporters.variants import GraphVariant, check_variant_tie
+from gpt2_onnx.compatibility import min_onnxruntime_for
 from gpt2_onnx.config import ExportOptions
 from gpt2_onnx.errors import ExportError, InvalidInputError
 from gpt2_onnx.golden import GoldenCase, greedy_agreement, ranks_agree, read_golden
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import DECODE, GRAPHS
-from gpt2_onnx.tolerances import tolerance_for
+from gpt2_onnx.precisions import Quantization, precision_flag, precision_named, tolerance_for
 from gpt2_onnx.weights_index import INDEX_DTYPES, index_of_graphs
-from runtimes.generation import GenerationOptions, generate_ids
-from runtimes.golden_check import check_golden
-from runtimes.session import LoadedExport
+from gpt2_onnx_exporters.block_quant import dequantize, quantize_blocks, unpack
+from gpt2_onnx_exporters.variants import GraphVariant, check_variant_tie
+from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.golden_check import check_golden
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests.conftest import export_checkpoint
 from tests.helpers import load_graph, manifest_dims, vocab_by_d_initializers
 
@@ -91,7 +91,8 @@ def test_tie_check_refuses_a_float_copy_beside_the_quantized_table(precision_exp
     graph = load_graph(folder, DECODE)
     copy = onnx.numpy_helper.from_array(np.zeros((manifest.dims.vocab_size, manifest.dims.n_embd), np.float32), "copy")
     graph.graph.initializer.append(copy)
-    variant = GraphVariant(precision=manifest.precision)
+    precision = precision_named(manifest.precision)
+    variant = GraphVariant(precision=precision, quantization=precision.quantization)
     with pytest.raises(ExportError, match="float"):
         check_variant_tie(graph, manifest.dims, True, TABLE, variant, "decode")
 
@@ -115,7 +116,7 @@ def test_four_bit_packing_is_low_nibble_first() -> None:
 
 
 def test_block_size_fits_the_input_features() -> None:
-    settings = QuantSettings(bits=8, block_size=128, accuracy_level=4)
+    settings = Quantization(bits=8, block_size=128, accuracy_level=4)
     assert settings.block_for(768) == 128
     assert settings.block_for(64) == 64
     with pytest.raises(ExportError):
@@ -131,15 +132,16 @@ def test_unknown_precision_and_simplify_with_precision_are_refused(tiny_checkpoi
 
 
 def test_minimum_runtime_follows_the_variant() -> None:
-    from gpt2_onnx.export import min_onnxruntime_for
+    def minimum(opset: int, flag: str = "fp32", optimize: bool = False) -> str:
+        return min_onnxruntime_for(opset, optimize, precision_flag(flag))
 
-    assert min_onnxruntime_for(17) == "1.15.0"
-    assert min_onnxruntime_for(17, precision="float16") == "1.15.0"
-    assert min_onnxruntime_for(17, precision="int4") == "1.17.0"
-    assert min_onnxruntime_for(17, precision="int8") == "1.22.0"
-    assert min_onnxruntime_for(21, precision="float16") == "1.18.0"  # the opset's own minimum is higher
-    assert min_onnxruntime_for(21, precision="int4") == "1.18.0"  # the opset's minimum again
-    assert min_onnxruntime_for(17, optimize=True, precision="int4") == "1.20.0"
+    assert minimum(17) == "1.15.0"
+    assert minimum(17, "fp16") == "1.15.0"
+    assert minimum(17, "int4") == "1.17.0"
+    assert minimum(17, "int8") == "1.22.0"
+    assert minimum(21, "fp16") == "1.18.0"  # the opset's own minimum is higher
+    assert minimum(21, "int4") == "1.18.0"  # the opset's minimum again
+    assert minimum(17, "int4", optimize=True) == "1.20.0"
 
 
 @pytest.mark.parametrize(

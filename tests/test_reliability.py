@@ -23,9 +23,9 @@ from click.testing import CliRunner
 
 from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError, ManifestError
-from runtimes import GenerationOptions, Gpt2Onnx
-from runtimes.session import LoadedExport
-from runtimes.validation import validate_feeds
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes.session import LoadedExport
+from gpt2_onnx_runtimes.validation import validate_feeds
 from tests.faults import save_graph
 from tests.helpers import edit_manifest, leftovers, one_error_line
 
@@ -78,7 +78,7 @@ def test_forced_export_that_fails_keeps_the_old_export(
 ) -> None:
     import shutil
 
-    import gpt2_onnx.export as export_module
+    import gpt2_onnx.app.export as export_module
     from gpt2_onnx.errors import ExportCheckError
 
     out = tmp_path / "out"
@@ -102,7 +102,7 @@ def test_unwritable_output_location(tmp_path: Path) -> None:
 
 
 def test_interrupted_stream_flushes_the_text_so_far(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtimes import streaming
+    from gpt2_onnx_runtimes import streaming
 
     original = streaming.stream_text
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from gpt2_onnx.errors import InvalidInputError
-from runtimes import GenerationOptions, Gpt2Onnx
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.tokenizer import IncrementalDecoder
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.tokenizer import IncrementalDecoder
 
 PROMPTS = ["The quick brown fox jumps over the lazy", "Hello", "In a shocking finding, scientists"]
 
@@ -177,7 +177,7 @@ def test_kv_cache_stays_in_ortvalues_across_steps(model: Gpt2Onnx) -> None:
 def test_runtimes_never_import_torch(tiny_export: Path) -> None:
     code = (
         "import sys, runtimes\n"
-        "from runtimes import Gpt2Onnx, GenerationOptions\n"
+        "from gpt2_onnx_runtimes import Gpt2Onnx, GenerationOptions\n"
         f"m = Gpt2Onnx.load({str(tiny_export)!r})\n"
         "print(m.generate('Hi', GenerationOptions(max_new_tokens=3))[0].token_ids)\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch was imported'\n"

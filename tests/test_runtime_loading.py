@@ -10,8 +10,8 @@ import onnx
 import pytest
 
 from gpt2_onnx.errors import InvalidInputError, ManifestError, ProviderUnavailableError
-from runtimes import Gpt2Onnx, RuntimeOptions
-from runtimes.session import LoadedExport
+from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests.faults import refresh_manifest_record
 
 
@@ -20,7 +20,7 @@ def cuda_works() -> bool:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from runtimes.providers import ensure_provider_loadable
+    from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 
     try:
         ensure_provider_loadable("cuda")
@@ -65,7 +65,7 @@ def test_session_that_drops_cuda_is_refused(
 ) -> None:
     """The check after each session is created: where the early library check passes but ONNX Runtime still
     creates the session on the CPU, loading fails with one line, and ONNX Runtime's own log stays quiet."""
-    from runtimes import session
+    from gpt2_onnx_runtimes import session
 
     monkeypatch.setattr(session, "ensure_provider_loadable", lambda name: None)
     with pytest.raises(ProviderUnavailableError, match=r"asked for CUDAExecutionProvider but .*CPUExecutionProvider"):

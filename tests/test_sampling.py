@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from runtimes.sampling import apply_repetition_penalty, sample, top_k_filter, top_p_filter
+from gpt2_onnx_runtimes.sampling import apply_repetition_penalty, sample, top_k_filter, top_p_filter
 
 
 @pytest.fixture

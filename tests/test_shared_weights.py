@@ -15,9 +15,9 @@ from gpt2_onnx.batching import position_ids
 from gpt2_onnx.errors import ManifestError
 from gpt2_onnx.names import DECODE, PREFILL
 from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.session import LoadedExport, RuntimeOptions
-from runtimes.shared_weights import SharedWeights
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.shared_weights import SharedWeights
 
 
 def _greedy_logits(loaded: LoadedExport, steps: int) -> list[np.ndarray]:
@@ -96,8 +96,8 @@ def test_inconsistent_length_is_refused(tiny_export: Path) -> None:
 
 _RSS_SCRIPT = """
 import sys, numpy as np
-from runtimes.session import LoadedExport, RuntimeOptions
-from runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx.bench.memory import memory_snapshot
 loaded = LoadedExport.load(sys.argv[1], RuntimeOptions(intra_op_threads=2, layout=sys.argv[2]))
 ids = np.arange(1, 33, dtype=np.int64)[None]
@@ -113,8 +113,8 @@ print(memory_snapshot()["rss"])
 @pytest.mark.parametrize("layout", ["merged", "split"])
 def test_gpt2_small_rss_within_a_quarter_above_the_weights(tmp_path: Path, layout: str) -> None:
     """GPT-2-small fp32, loaded and run once: at most 1.25 × the weight bytes + 100 MiB (merged: prepacked)."""
+    from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
-    from gpt2_onnx.export import export_model
 
     result = export_model(ExportOptions(model="random:gpt2", output=tmp_path / "gpt2", check=False))
     weights = result.manifest.model["parameter_bytes"]

@@ -12,11 +12,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from gpt2_onnx.checks import ParitySuite
+import gpt2_onnx.app.parity_suite
+import gpt2_onnx.app.verify
+import gpt2_onnx_runtimes.generation
+from gpt2_onnx.app.parity_suite import ParitySuite
+from gpt2_onnx.app.verify import VerifyOptions, verify_export
 from gpt2_onnx.cli import cli
 from gpt2_onnx.parity import ParityReport
-from gpt2_onnx.tolerances import tolerance_for
-from gpt2_onnx.verification import VerifyOptions, verify_export
+from gpt2_onnx.precisions import tolerance_for
 from tests import faults
 from tests.conftest import export_checkpoint
 
@@ -127,11 +130,8 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
     def ignore_padding(mask: np.ndarray) -> np.ndarray:  # arange: wrong for left-padded rows
         return np.broadcast_to(np.arange(mask.shape[1], dtype=np.int64), mask.shape).copy()
 
-    import gpt2_onnx.checks
-    import runtimes.generation
-
-    monkeypatch.setattr(gpt2_onnx.checks, "position_ids", ignore_padding)
-    monkeypatch.setattr(runtimes.generation, "position_ids", ignore_padding)
+    monkeypatch.setattr(gpt2_onnx.app.parity_suite, "position_ids", ignore_padding)
+    monkeypatch.setattr(gpt2_onnx_runtimes.generation, "position_ids", ignore_padding)
     report = verify_export(VerifyOptions(tiny_export, steps=4, batch_size=3))
     assert not report.ok
     failed = {c.check for c in report.parity.failures}
@@ -173,14 +173,13 @@ class _CountingReference:
 
 def test_free_running_greedy_names_the_row_that_diverges(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows are compared one at a time; the detail must still name the batch row, not row 0."""
-    import runtimes.generation
 
     def generate(loaded: object, prompts: list[tuple[int, ...]], options: object) -> list[SimpleNamespace]:
         rows = [[prompt[-1] + step for step in range(1, 5)] for prompt in prompts]
         rows[2][1] = 7  # row 2 diverges at step 1
         return [SimpleNamespace(token_ids=row) for row in rows]
 
-    monkeypatch.setattr(runtimes.generation, "generate_ids", generate)
+    monkeypatch.setattr(gpt2_onnx.app.parity_suite, "generate_ids", generate)
     loaded: Any = None  # never run: generate_ids is replaced
     reference: Any = _CountingReference()
     suite = ParitySuite(loaded, reference, tolerance_for("float32"), ParityReport())
@@ -199,7 +198,7 @@ def test_a_source_model_of_other_dimensions_is_refused_before_any_graph_runs(
     tiny_export: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`verify tiny --model random:distilgpt2` once ended on a cut-off ONNX Runtime message; now one line, exit 2."""
-    from runtimes.session import LoadedExport
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("the export must not be loaded or run")
@@ -217,12 +216,11 @@ def test_a_source_model_of_other_dimensions_is_refused_before_any_graph_runs(
 def test_files_are_checked_before_the_source_model_loads(
     copy_export: Callable[[], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import exporters.source
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("the source model must not be loaded")
 
-    monkeypatch.setattr(exporters.source, "load_source", never)
+    monkeypatch.setattr(gpt2_onnx.app.verify, "load_source", never)
     folder = copy_export()
     (folder / "golden.json").unlink()
     with (folder / "tokenizer.json").open("ab") as handle:

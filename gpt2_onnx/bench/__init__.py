@@ -3,8 +3,8 @@
 Each system runs in its own worker process (so one's memory never counts against the other's) and the parent
 interleaves their measurements, task by task, so that both see the same machine load:
 
-    parent (runner.py) ──JSON lines──► worker "onnx"  (runtimes.bench_system, no torch)
-                       ──JSON lines──► worker "eager" (exporters.eager_system, torch)
+    parent (runner.py) ──JSON lines──► worker "onnx"  (gpt2_onnx_runtimes.bench_system, no torch)
+                       ──JSON lines──► worker "eager" (gpt2_onnx_exporters.eager_system, torch)
                        ──JSON lines──► worker of SystemSpec.factory, in SystemSpec.python's environment
                                        (a peer runtime, e.g. benchmarks/optimum_system.py)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx.bench.runner import RawResults
 from gpt2_onnx.bench.settings import BenchSettings
+from gpt2_onnx.bench.tasks import RawResults
 from gpt2_onnx.wording import plural
 
 __all__ = ["BenchReport", "Metric", "median_ratios", "metrics", "paired_per_round", "paired_ratios", "summarize"]

@@ -80,7 +80,7 @@ class SystemSpec:
     folder: str | None = None  # onnx: the export folder
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
-    layout: str = "auto"  # onnx: runtimes.session's session layout: merged (one session), split (the two graphs)
+    layout: str = "auto"  # onnx: the session layout, merged (one session) or split (the two graphs)
     share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
     session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with

@@ -142,7 +142,7 @@ def bench(
       gpt2-onnx bench out out-int4 --repeats 11 --json > bench.json
       gpt2-onnx bench out --no-eager --threads 4
     """
-    from gpt2_onnx.bench.plan import bench_exports
+    from gpt2_onnx.app.bench import bench_exports
     from gpt2_onnx.bench.settings import BenchSettings
 
     if no_eager:

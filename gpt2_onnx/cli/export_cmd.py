@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 import click
 
 from gpt2_onnx.cli.options import verbose_option
-from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, PRECISIONS, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx.dependencies import require_pytorch_side
+from gpt2_onnx.precisions import PRECISIONS
 
 if TYPE_CHECKING:
-    from gpt2_onnx.export import ExportResult
+    from gpt2_onnx.app.export import ExportResult
 
 __all__ = ["export"]
 
@@ -98,7 +100,7 @@ def _megabytes(size: int) -> str:
 )
 @click.option(
     "--precision",
-    type=click.Choice(list(PRECISIONS)),
+    type=click.Choice([precision.flag for precision in PRECISIONS]),
     default="fp32",
     show_default=True,
     help="Weights and compute: fp16 for CUDA (float32 inputs and outputs), int8/int4 weight-only for the CPU.",
@@ -135,8 +137,6 @@ def export(
       gpt2-onnx export --model random:gpt2 --seed 0 -o out   # offline
       gpt2-onnx export --model random:gpt2 --precision int4 -o out-int4
     """
-    from gpt2_onnx.export import export_model
-
     output = output.expanduser()  # '~' quoted past the shell still means the home folder, never a folder named '~'
     options = ExportOptions(
         model=model,
@@ -153,6 +153,9 @@ def export(
         precision=precision,
         block_size=block_size,
     )
+    require_pytorch_side("export")  # before the application layer's import, which needs it
+    from gpt2_onnx.app.export import export_model
+
     click.echo(f"Exporting {model} to {output} (opset {opset})", err=True)
     display = StageDisplay()
     try:

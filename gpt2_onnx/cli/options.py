@@ -19,7 +19,7 @@ __all__ = [
     "was_given",
 ]
 
-PROVIDER_CHOICES = ("cpu", "cuda")  # runtimes.providers.PROVIDERS' names; the CLI stays free of onnxruntime imports
+PROVIDER_CHOICES = ("cpu", "cuda")  # gpt2_onnx_runtimes.providers.PROVIDERS' names; no onnxruntime import here
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
 API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads"}

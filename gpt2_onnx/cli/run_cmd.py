@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,10 +18,7 @@ from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
-    from runtimes.api import Gpt2Onnx
-    from runtimes.generation import GenerationOptions, GenerationResult
-    from runtimes.providers import ProviderName
-    from runtimes.session import SessionLayout
+    from gpt2_onnx.app.generate import GenerationOptions, GenerationResult, Gpt2Onnx
 
 __all__ = ["run"]
 
@@ -210,9 +207,7 @@ def run(
       gpt2-onnx run out --prompts prompts.txt --batch-size 8 --json > results.jsonl
       echo "Once upon a time" | gpt2-onnx run out
     """
-    from runtimes.api import Gpt2Onnx
-    from runtimes.generation import GenerationOptions
-    from runtimes.session import RuntimeOptions
+    from gpt2_onnx.app.generate import GenerationOptions, load_for_generation
 
     manifest = read_manifest(folder)
     _refuse_ignored_options(ctx, sample)
@@ -228,14 +223,13 @@ def run(
         ignore_eos=ignore_eos,
     )
     prompts = _read_prompts(prompt, prompts_file)
-    chosen = cast("ProviderName", provider)  # click.Choice admits only these names
-    runtime = RuntimeOptions(
-        provider=chosen,
-        intra_op_threads=threads,
-        layout=cast("SessionLayout", layout),  # click.Choice admits only these names
-        integrity=fingerprint_options(no_sha256_check),
+    model = load_for_generation(
+        folder,
+        provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
+        threads,
+        layout,  # type: ignore[arg-type]  # likewise the layouts'
+        fingerprint_options(no_sha256_check),
     )
-    model = Gpt2Onnx.load(folder, options=runtime)
     _random_weights_note(manifest)
     _generate_all(model, prompts, options, batch_size, as_json, stream=not (as_json or no_stream or batch_size > 1))
 

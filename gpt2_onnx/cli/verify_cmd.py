@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from gpt2_onnx.cli.options import provider_option, verbose_option
+from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.errors import ParityError
+from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.wording import plural
 
 __all__ = ["verify"]
@@ -56,7 +58,11 @@ def verify(
     """
     from gpt2_onnx.cli.export_cmd import StageDisplay
     from gpt2_onnx.report_table import render_report
-    from gpt2_onnx.verification import VerifyOptions, verify_export
+    from gpt2_onnx.verify_report import VerifyOptions
+
+    read_manifest(folder)  # a folder that is no export is refused before anything else
+    require_pytorch_side("verify (it runs the source model)")  # before the application layer's import
+    from gpt2_onnx.app.verify import verify_export
 
     display = StageDisplay()
     click.echo(f"Verifying {folder}", err=True)

@@ -10,23 +10,23 @@ from typing import TYPE_CHECKING
 import onnx
 import onnx_ir as ir
 
-from exporters.graph_module import is_tied
-from exporters.simplify import simplify_graph
-from exporters.trace import trace_graph
-from exporters.transforms import (
+from gpt2_onnx import __version__
+from gpt2_onnx.config import ModelDims
+from gpt2_onnx.errors import ExportError, first_line
+from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
+from gpt2_onnx.progress import Stages
+from gpt2_onnx_exporters.graph_module import is_tied
+from gpt2_onnx_exporters.simplify import simplify_graph
+from gpt2_onnx_exporters.trace import trace_graph
+from gpt2_onnx_exporters.transforms import (
     check_io,
     check_opset,
     name_dimensions,
     set_min_ir_version,
     strip_metadata,
 )
-from exporters.variants import GraphVariant, apply_variant, check_variant_tie, model_for_tracing
-from exporters.weights import WeightsIndex, externalize_shared_weights
-from gpt2_onnx import __version__
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError, first_line
-from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
-from gpt2_onnx.progress import Stages
+from gpt2_onnx_exporters.variants import GraphVariant, apply_variant, check_variant_tie, model_for_tracing
+from gpt2_onnx_exporters.weights import WeightsIndex, externalize_shared_weights
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
@@ -96,7 +96,7 @@ def export_graphs(
             traced[kind] = trace_graph(traceable, kind, dims, opset, all_logits)
     del traceable
     if not variant.plain:
-        with stages.stage(f"{'optimize, ' if variant.optimize else ''}{variant.precision}"):
+        with stages.stage(f"{'optimize, ' if variant.optimize else ''}{variant.precision.name}"):
             apply_variant(traced, variant, EMBEDDING)
     with stages.stage("save weights"):
         weights = externalize_shared_weights(list(traced.values()), folder, WEIGHTS_FILE)

@@ -2,9 +2,9 @@
 
 Each step binds the previous step's ``present.*`` as ``past_key_values.*`` directly: OrtValues that ONNX Runtime
 allocated on the device (on CUDA they stay in GPU memory), or, on the CPU when the generation's length is known
-(``capacity``), the runtime's own double buffers (:mod:`runtimes.kv_buffers`), so that memory stays fixed. Only
-the small token inputs go in from the host and only the logits come back to it. The same code serves both
-providers and both session layouts (:class:`StepSessions`), so the CPU tests exercise the CUDA path's logic.
+(``capacity``), the runtime's own double buffers (:mod:`gpt2_onnx_runtimes.kv_buffers`), so that memory stays
+fixed. Only the small token inputs go in from the host and only the logits come back to it. The same code serves
+both providers and both session layouts (:class:`StepSessions`), so the CPU tests exercise the CUDA path's logic.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from gpt2_onnx.names import (
     past_name,
     present_name,
 )
-from runtimes.kv_buffers import KvBuffers
-from runtimes.session import onnxruntime_errors
+from gpt2_onnx_runtimes.kv_buffers import KvBuffers
+from gpt2_onnx_runtimes.session import onnxruntime_errors
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-    from runtimes.session import LoadedExport
+    from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["KvCacheRunner"]
 

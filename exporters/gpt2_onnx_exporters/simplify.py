@@ -14,8 +14,8 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper
 
-from exporters.weights import MIN_EXTERNAL_BYTES, WeightsIndex
 from gpt2_onnx.errors import ExportError, first_line
+from gpt2_onnx_exporters.weights import MIN_EXTERNAL_BYTES, WeightsIndex
 
 __all__ = ["simplify_graph"]
 

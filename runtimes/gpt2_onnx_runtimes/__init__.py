@@ -2,7 +2,7 @@
 
 Typical use::
 
-    from runtimes import Gpt2Onnx, GenerationOptions
+    from gpt2_onnx_runtimes import Gpt2Onnx, GenerationOptions
 
     model = Gpt2Onnx.load("gpt2-onnx-out", provider="cpu")
     print(model.generate(["Hello"], GenerationOptions(max_new_tokens=20))[0].text)
@@ -15,22 +15,22 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["GenerationOptions", "GenerationResult", "Gpt2Onnx", "RuntimeOptions"]
 
 if TYPE_CHECKING:
-    from runtimes.api import Gpt2Onnx
-    from runtimes.generation import GenerationOptions, GenerationResult
-    from runtimes.session import RuntimeOptions
+    from gpt2_onnx_runtimes.api import Gpt2Onnx
+    from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
+    from gpt2_onnx_runtimes.session import RuntimeOptions
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing runtimes costs nothing until used
     if name == "Gpt2Onnx":
-        from runtimes.api import Gpt2Onnx
+        from gpt2_onnx_runtimes.api import Gpt2Onnx
 
         return Gpt2Onnx
     if name in ("GenerationOptions", "GenerationResult"):
-        from runtimes import generation
+        from gpt2_onnx_runtimes import generation
 
         return getattr(generation, name)
     if name == "RuntimeOptions":
-        from runtimes.session import RuntimeOptions
+        from gpt2_onnx_runtimes.session import RuntimeOptions
 
         return RuntimeOptions
     raise AttributeError(name)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from exporters.graph_module import graph_module
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError, first_line
 from gpt2_onnx.names import (
@@ -23,6 +22,7 @@ from gpt2_onnx.names import (
     graph_inputs,
     graph_outputs,
 )
+from gpt2_onnx_exporters.graph_module import graph_module
 
 if TYPE_CHECKING:
     import onnx_ir as ir

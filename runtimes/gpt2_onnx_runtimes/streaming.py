@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from runtimes.generation import Generation, GenerationResult
-from runtimes.tokenizer import IncrementalDecoder, TextTokenizer
+from gpt2_onnx_runtimes.generation import Generation, GenerationResult
+from gpt2_onnx_runtimes.tokenizer import IncrementalDecoder, TextTokenizer
 
 __all__ = ["TextStream", "stream_text"]
 

@@ -13,9 +13,10 @@ import time
 import numpy as np
 import torch
 
-from exporters.greedy_loop import greedy_loop
-from exporters.source import load_source
 from gpt2_onnx.bench.protocol import GenerationTiming
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_exporters.greedy_loop import greedy_loop
+from gpt2_onnx_exporters.source import load_source
 
 __all__ = ["EagerSystem"]
 
@@ -27,6 +28,14 @@ class EagerSystem:
         self.spec, self.seed, self.threads = model, seed, threads
         self.device, self.attention = torch.device(device), attention
         self._model: torch.nn.Module | None = None
+
+    @classmethod
+    def from_spec(cls, spec: SystemSpec, settings: BenchSettings) -> EagerSystem:
+        """The bench worker's factory (gpt2_onnx.app.bench_worker.FACTORIES)."""
+        if spec.model is None:
+            raise ValueError(f"the eager system '{spec.label}' names no model")
+        device = "cuda" if settings.provider == "cuda" else "cpu"
+        return cls(spec.model, spec.seed or 0, settings.threads, device, settings.attention)
 
     @property
     def model(self) -> torch.nn.Module:

@@ -1,9 +1,9 @@
 """One cell of the ONNX Runtime matrix: load an export with the installed runtime and check its golden tokens, in
-the split layout (the folder's two graphs) and the merged one (the generation graph, from MERGED_MIN_ONNXRUNTIME).
+the split layout (the folder's two graphs) and the merged one (the generation graph, from its minimum).
 
 Runs in a virtual environment that holds onnxruntime, numpy and onnx and nothing of the PyTorch side::
 
-    python -m runtimes.matrix_check EXPORT_FOLDER
+    python -m gpt2_onnx_runtimes.matrix_check EXPORT_FOLDER
 
 It prints one JSON line (:class:`CellResult`) and exits 0 whatever the verdict: the caller knows what to
 expect of this runtime (a pass, or a refusal when the export needs a newer one) and judges. A non-zero exit
@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from gpt2_onnx import compatibility
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
 from gpt2_onnx.versions import installed_versions, version_tuple
 
 if TYPE_CHECKING:
-    from runtimes.session import SessionLayout
+    from gpt2_onnx_runtimes.session import SessionLayout
 
 __all__ = ["CellResult", "CellStatus", "check_cell", "main"]
 
@@ -47,8 +48,8 @@ class CellResult:
 
 def _golden_status(folder: Path, layout: SessionLayout) -> tuple[CellStatus, str]:
     """Load ``folder`` in ``layout`` on the CPU provider with default session options; check its golden.json."""
-    from runtimes.golden_check import check_golden
-    from runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.golden_check import check_golden
+    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
     try:
         loaded = LoadedExport.load(folder, RuntimeOptions(layout=layout))
@@ -64,23 +65,25 @@ def _golden_status(folder: Path, layout: SessionLayout) -> tuple[CellStatus, str
 
 
 def _merged_layout(folder: Path) -> tuple[bool, str]:
-    """Whether the merged layout behaves as :data:`MERGED_MIN_ONNXRUNTIME` says on this release: it reproduces the
-    golden tokens from that release on; below it, it is refused by our version check and, with that check
-    lifted, really fails to load or computes other tokens."""
+    """Whether the merged layout behaves as its recorded minimum (gpt2_onnx.compatibility) says on this release:
+    it reproduces the golden tokens from that release on; below it, it is refused by our version check and, with
+    that check lifted, really fails to load or computes other tokens."""
     import onnxruntime as ort
 
-    from runtimes import session
-
-    if version_tuple(ort.__version__) >= version_tuple(session.MERGED_MIN_ONNXRUNTIME):
+    minimum = compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME
+    if version_tuple(ort.__version__) >= version_tuple(minimum):
         status, detail = _golden_status(folder, "merged")
         return status == "pass", f"merged layout {status}"
     status, detail = _golden_status(folder, "merged")
     if status != "refused":
-        return False, f"merged layout below {session.MERGED_MIN_ONNXRUNTIME} was not refused: {status}: {detail}"
-    session.MERGED_MIN_ONNXRUNTIME = "0"  # this process only: what the release really does with it
+        return (
+            False,
+            f"merged layout below {compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME} was not refused: {status}: {detail}",
+        )
+    compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME = "0"  # this process only: what the release really does with it
     lifted, detail = _golden_status(folder, "merged")
     if lifted == "pass":
-        return False, "merged layout passes below its recorded minimum; lower MERGED_MIN_ONNXRUNTIME"
+        return False, "merged layout passes below its recorded minimum; lower MERGED_LAYOUT_MIN_ONNXRUNTIME"
     return True, f"merged layout refused; lifted: {lifted}"
 
 
@@ -102,7 +105,7 @@ def check_cell(folder: Path) -> CellResult:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m runtimes.matrix_check EXPORT_FOLDER", file=sys.stderr)
+        print("usage: python -m gpt2_onnx_runtimes.matrix_check EXPORT_FOLDER", file=sys.stderr)
         return 2
     cell = check_cell(Path(args[0]))
     leaked = [name for name in FORBIDDEN_MODULES if name in sys.modules]

@@ -1,5 +1,6 @@
 """The ONNX Runtime side of ``bench``: an export folder measured through the code paths ``run`` uses:
-:class:`~runtimes.kv_cache.KvCacheRunner` for prefill, :class:`~runtimes.generation.Generation` for tokens."""
+:class:`~gpt2_onnx_runtimes.kv_cache.KvCacheRunner` for prefill, :class:`~gpt2_onnx_runtimes.generation.Generation`
+for tokens."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import numpy as np
 
 from gpt2_onnx.batching import position_ids
 from gpt2_onnx.bench.protocol import GenerationTiming
-from runtimes.generation import Generation, GenerationOptions
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.providers import ProviderName
-from runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.providers import ProviderName
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
 __all__ = ["OnnxSystem"]
 
@@ -41,6 +43,15 @@ class OnnxSystem:
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None
+
+    @classmethod
+    def from_spec(cls, spec: SystemSpec, settings: BenchSettings) -> OnnxSystem:
+        """The bench worker's factory (gpt2_onnx.app.bench_worker.FACTORIES)."""
+        if spec.folder is None:
+            raise ValueError(f"the onnx system '{spec.label}' names no export folder")
+        return cls(
+            Path(spec.folder), settings.threads, settings.provider, spec.layout, spec.share_weights, spec.session_config
+        )
 
     @property
     def loaded(self) -> LoadedExport:

@@ -24,9 +24,9 @@ from gpt2_onnx.golden import (
     top2_margin,
 )
 from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.sampling import greedy
-from runtimes.session import LoadedExport
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.sampling import greedy
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["check_golden", "golden_from_export", "greedy_ids"]
 

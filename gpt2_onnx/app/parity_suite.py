@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,10 +26,9 @@ from gpt2_onnx.names import (
 from gpt2_onnx.parity import ParityReport, compare_logits, compare_tensors, compare_tokens
 from gpt2_onnx.tolerances import Tolerance
 from gpt2_onnx.wording import plural
-
-if TYPE_CHECKING:
-    from exporters.reference import ReferenceModel, ReferenceOutputs
-    from runtimes.session import LoadedExport
+from gpt2_onnx_exporters.reference import ReferenceModel, ReferenceOutputs
+from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["ParitySuite"]
 
@@ -151,8 +149,6 @@ class ParitySuite:
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against
         transformers' ``generate``."""
-        from runtimes.generation import GenerationOptions, generate_ids
-
         runtime = self.generation or self.loaded
         results = generate_ids(runtime, prompts, GenerationOptions(max_new_tokens=steps, ignore_eos=True))
         for row, (prompt, result) in enumerate(zip(prompts, results, strict=True)):

@@ -17,11 +17,11 @@ from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.interrupts import raise_if_interrupted
 from gpt2_onnx.wording import plural
-from runtimes.kv_cache import KvCacheRunner
-from runtimes.sampling import apply_repetition_penalty, greedy, sample
-from runtimes.session import LoadedExport
-from runtimes.tokenizer import TextTokenizer
-from runtimes.validation import validate_token_ids
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.sampling import apply_repetition_penalty, greedy, sample
+from gpt2_onnx_runtimes.session import LoadedExport
+from gpt2_onnx_runtimes.tokenizer import TextTokenizer
+from gpt2_onnx_runtimes.validation import validate_token_ids
 
 __all__ = [
     "SAMPLING_ONLY",

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from exporters.reference import ReferenceModel
 from gpt2_onnx.batching import position_ids
 from gpt2_onnx.golden import GOLDEN_PROMPTS, GOLDEN_STEPS, GoldenSet, golden_case, golden_prompt_ids, top2_margin
+from gpt2_onnx_exporters.reference import ReferenceModel
 
 __all__ = ["build_golden"]
 

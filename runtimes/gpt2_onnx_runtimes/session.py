@@ -2,16 +2,17 @@
 
 Two layouts (:class:`RuntimeOptions.layout`):
 
-    merged  one session over the generation graph that :mod:`runtimes.generation_graph` builds from decode.onnx at
-            load time: prefill is decode with an empty past. The weights are prepacked once, one thread pool
-            serves every step, and on the CPU the fp32 tied embedding is read from one map of the weights file.
+    merged  one session over the generation graph that :mod:`gpt2_onnx_runtimes.generation_graph` builds from
+            decode.onnx at load time: prefill is decode with an empty past. The weights are prepacked once, one
+            thread pool serves every step, and on the CPU the fp32 embedding is read from one map of the weights.
     split   prefill.onnx and decode.onnx in a session each, as shipped (what C++, C# and onnxruntime-genai
             consumers run). On the CPU, fp32 sessions share one map of the weights with prepacking off
             (``share_weights``), else ONNX Runtime loads and prepacks each session's weights itself.
 
 ``auto`` (the default) is ``merged`` where the installed ONNX Runtime can load a graph from memory with its
-weights beside it (:data:`MERGED_MIN_ONNXRUNTIME`), else ``split``. Whatever the layout, :meth:`LoadedExport.run`
-runs the folder's own graphs, creating their sessions on first use in the merged layout.
+weights beside it (:data:`gpt2_onnx.compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME`), else ``split``. Whatever the
+layout, :meth:`LoadedExport.run` runs the folder's own graphs, creating their sessions on first use in the merged
+layout.
 
 A folder is refused (one-line :class:`ManifestError`) when a file is missing or has another size or (unless
 ``RuntimeOptions.integrity`` turns it off) another sha256 than the manifest states, when a graph's external data
@@ -33,30 +34,28 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import onnx
 
+from gpt2_onnx import compatibility
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
 from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
 from gpt2_onnx.versions import version_tuple
 from gpt2_onnx.weights_index import external_tensors
-from runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
-from runtimes.generation_graph import initializer_as_input, last_position_logits
-from runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
-from runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
+from gpt2_onnx_runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
+from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
+from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["MERGED_MIN_ONNXRUNTIME", "LoadedExport", "RuntimeOptions", "SessionLayout", "StepSessions"]
+__all__ = ["LoadedExport", "RuntimeOptions", "SessionLayout", "StepSessions", "check_folder"]
 
 log = logging.getLogger(__name__)
 
 SessionLayout = Literal["auto", "merged", "split"]
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 _LAYOUTS = ("auto", "merged", "split")
-# The oldest ONNX Runtime that loads a graph from memory with its external weights in a folder it is told
-# (session.model_external_initializers_file_folder_path); measured by scripts/ort_matrix.py (docs/compatibility.md).
-MERGED_MIN_ONNXRUNTIME = "1.21.0"
 _WEIGHTS_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime session config key
 
 
@@ -114,12 +113,13 @@ def resolve_layout(options: RuntimeOptions) -> Literal["merged", "split"]:
     """The layout ``options`` ask for on the installed ONNX Runtime (``auto``: merged where it can load it)."""
     import onnxruntime as ort
 
-    supported = version_tuple(ort.__version__) >= version_tuple(MERGED_MIN_ONNXRUNTIME)
+    minimum = compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME  # read at each call: the matrix lifts it in its checks
+    supported = version_tuple(ort.__version__) >= version_tuple(minimum)
     if options.layout == "split" or (options.layout == "auto" and not supported):
         return "split"
     if not supported:
         raise RuntimeVersionError(
-            f"the merged layout needs onnxruntime >= {MERGED_MIN_ONNXRUNTIME}, but {ort.__version__} is installed; "
+            f"the merged layout needs onnxruntime >= {minimum}, but {ort.__version__} is installed; "
             "upgrade onnxruntime or use layout 'split'"
         )
     return "merged"
@@ -188,6 +188,22 @@ def _create_session(
     return session
 
 
+def check_folder(folder: Path, manifest: Manifest, options: RuntimeOptions) -> dict[GraphKind, onnx.ModelProto]:
+    """Everything loading checks before any session exists: the installed ONNX Runtime against the export's minimum,
+    every file's presence, size and (unless ``options.integrity`` says otherwise) sha256, the provider, and each
+    graph (:func:`~gpt2_onnx_runtimes.folder_checks.check_graph`). Returns the graphs, read without their weights."""
+    check_runtime_version(manifest)
+    check_files(folder, manifest)
+    check_file_hashes(folder, manifest, options.integrity)
+    provider_list(options.provider)
+    ensure_provider_loadable(options.provider)
+    resolve_layout(options)  # an unsupported layout is refused before the graphs are read
+    graphs = {kind: read_graph(folder / manifest.graphs[kind].file) for kind in GRAPHS}
+    for kind, graph in graphs.items():
+        check_graph(graph, manifest, kind, folder / manifest.graphs[kind].file)
+    return graphs
+
+
 @dataclass(frozen=True)
 class StepSessions:
     """What a generation runs: the session of each step, and the inputs bound on every run besides the tokens.
@@ -229,26 +245,17 @@ class LoadedExport:
         self.shared_weights = shared_weights  # sessions' initializers point into it: it must live as long
 
     @classmethod
-    def load(
-        cls, folder: str | Path, options: RuntimeOptions | None = None, check_file_sizes: bool = True
-    ) -> LoadedExport:
-        """Read the manifest, check the folder against it and create the sessions of the layout asked for.
-
-        ``check_file_sizes=False`` skips only the size comparison (``verify`` hashes the files itself and reports
-        a mismatch alongside what parity finds); missing files are refused either way.
-        """
-        options = options or RuntimeOptions()
+    def load(cls, folder: str | Path, options: RuntimeOptions | None = None) -> LoadedExport:
+        """Read the folder's manifest, check the folder against it (:func:`check_folder`) and create the sessions
+        of the layout asked for."""
         folder = Path(folder)
-        manifest = read_manifest(folder)
-        check_runtime_version(manifest)
-        check_files(folder, manifest, check_file_sizes)
-        check_file_hashes(folder, manifest, options.integrity)
-        provider_list(options.provider)
-        ensure_provider_loadable(options.provider)
+        return cls.from_manifest(folder, read_manifest(folder), options or RuntimeOptions())
+
+    @classmethod
+    def from_manifest(cls, folder: Path, manifest: Manifest, options: RuntimeOptions) -> LoadedExport:
+        """As :meth:`load`, against a manifest given in memory (an export checks its folder before writing one)."""
+        graphs = check_folder(folder, manifest, options)
         layout = resolve_layout(options)
-        graphs = {kind: read_graph(folder / manifest.graphs[kind].file) for kind in GRAPHS}
-        for kind, graph in graphs.items():
-            check_graph(graph, manifest, kind, folder / manifest.graphs[kind].file)
         if layout == "merged":
             return cls._merged(folder, manifest, options, graphs[DECODE])
         shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options, manifest) else None

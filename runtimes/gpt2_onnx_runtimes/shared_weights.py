@@ -12,7 +12,7 @@ Why each part is needed (GPT-2-small fp32, 475 MiB of weights; RSS with both ses
 Prepacking reorders weight matrices for MLAS's GEMM kernels; without it, single-row products (decode, M = 1)
 use MLAS's M=1 kernels straight from the map, and prompt-sized products pack panels on the fly. Measured cost
 (GPT-2-small, 2 threads, interleaved): decode +10 %, prefill of 128 tokens +21 %. Quantized graphs are not
-shared this way: MatMulNBits without its prepacked layout is ~30× slower (see runtimes.session).
+shared this way: MatMulNBits without its prepacked layout is ~30× slower (see gpt2_onnx_runtimes.session).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ _ELEMENT_TYPES = {
 }
 
 
-def check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
-    """Every listed file exists inside the folder (no links out of it) and, unless told not to, has its size."""
+def check_files(folder: Path, manifest: Manifest) -> None:
+    """Every listed file exists inside the folder (no links out of it) and has the size the manifest states."""
     inside = folder.resolve()
     for name, record in manifest.files.items():
         path = folder / name
@@ -36,8 +36,6 @@ def check_files(folder: Path, manifest: Manifest, check_sizes: bool) -> None:
             raise ManifestError(f"'{folder}' lacks {name}, which its manifest lists")
         if path.resolve().parent != inside:
             raise ManifestError(f"{path} is a link to '{path.resolve()}', outside the export folder")
-        if not check_sizes:
-            continue
         size = path.stat().st_size
         if size != record.size:
             raise ManifestError(f"{path} has {size} bytes but the manifest says {record.size} (changed or truncated)")

@@ -19,30 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from exporters.block_quant import quantize_blocks
 from gpt2_onnx.errors import ExportError
+from gpt2_onnx.precisions import Quantization
+from gpt2_onnx_exporters.block_quant import quantize_blocks
 
-__all__ = ["CONTRIB_DOMAIN", "QuantSettings", "QuantizedTable", "QuantizedTables", "quantize_weights"]
+__all__ = ["CONTRIB_DOMAIN", "QuantizedTable", "QuantizedTables", "quantize_weights"]
 
 log = logging.getLogger(__name__)
 
 CONTRIB_DOMAIN = "com.microsoft"
-
-
-@dataclass(frozen=True)
-class QuantSettings:
-    bits: int  # 4 or 8
-    block_size: int  # values per scale along K, at most (smaller where K needs it: see block_for)
-    accuracy_level: int  # MatMulNBits: 0 unset (fp32 activations), 4 = int8 activations (VNNI/AMX kernels)
-
-    def block_for(self, k: int) -> int:
-        """The largest power of two ≤ ``block_size`` (and ≥ 16, MatMulNBits' least) that divides ``k``."""
-        block = self.block_size
-        while block >= 16 and k % block:
-            block //= 2
-        if block < 16:
-            raise ExportError(f"no block size of 16 or more divides K = {k}; cannot quantize that weight")
-        return block
 
 
 @dataclass(frozen=True)
@@ -57,7 +42,7 @@ class QuantizedTable:
 class QuantizedTables:
     """Quantized weights by source name, shared by the graphs of one export: both get the very same tensors."""
 
-    def __init__(self, settings: QuantSettings) -> None:
+    def __init__(self, settings: Quantization) -> None:
         self.settings = settings
         self._tables: dict[str, QuantizedTable] = {}
 

@@ -1,6 +1,6 @@
 """A bench worker: one system in its own process, driven by JSON lines on stdin, answering on stdout.
 
-``python -m gpt2_onnx.bench.worker``; the first line names the system and the settings. The ONNX worker never
+``python -m gpt2_onnx.app.bench_worker``; the first line names the system and the settings. The ONNX worker never
 imports torch, so its memory figures are ONNX Runtime's alone. Anything a library prints goes to stderr:
 stdout carries the protocol only.
 """
@@ -13,7 +13,6 @@ import os
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
@@ -26,23 +25,22 @@ from gpt2_onnx.errors import first_line
 __all__ = ["main"]
 
 
+# Each system kind's factory, called with (spec, settings) in the worker, like a peer's SystemSpec.factory. They are
+# imported by name, per worker: an ONNX Runtime worker never imports torch (its memory figures are ONNX Runtime's
+# alone), and a peer's environment never imports this project's adapters.
+FACTORIES = {
+    "onnx": "gpt2_onnx_runtimes.bench_system:OnnxSystem.from_spec",
+    "eager": "gpt2_onnx_exporters.eager_system:EagerSystem.from_spec",
+}
+
+
 def _build(spec: SystemSpec, settings: BenchSettings) -> BenchSystem:
-    if spec.factory is not None:
-        module, _, name = spec.factory.partition(":")
-        built: BenchSystem = getattr(importlib.import_module(module), name)(spec, settings)
-        return built
-    if spec.kind == "onnx":
-        from runtimes.bench_system import OnnxSystem
-
-        assert spec.folder is not None  # the runner sets it for onnx systems
-        return OnnxSystem(
-            Path(spec.folder), settings.threads, settings.provider, spec.layout, spec.share_weights, spec.session_config
-        )
-    from exporters.eager_system import EagerSystem
-
-    assert spec.model is not None  # the runner sets it for eager systems
-    device = "cuda" if settings.provider == "cuda" else "cpu"
-    return EagerSystem(spec.model, spec.seed or 0, settings.threads, device, settings.attention)
+    module, _, name = (spec.factory or FACTORIES[spec.kind]).partition(":")
+    factory: Any = importlib.import_module(module)
+    for part in name.split("."):
+        factory = getattr(factory, part)
+    built: BenchSystem = factory(spec, settings)
+    return built
 
 
 def _handle(system: BenchSystem, request: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpt2_onnx.app.bench_runner import Progress, run_systems
 from gpt2_onnx.bench.environment import load_average, machine_info
 from gpt2_onnx.bench.report import BenchReport, summarize
-from gpt2_onnx.bench.runner import Progress, RawResults, run_systems
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.bench.tasks import RawResults
 from gpt2_onnx.config import RANDOM_PREFIX
 from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.errors import InvalidInputError, OptionError

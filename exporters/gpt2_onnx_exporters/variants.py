@@ -14,34 +14,25 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import onnx
 import onnx_ir as ir
 
-from exporters.quantize_graph import CONTRIB_DOMAIN, QuantizedTables, QuantSettings, quantize_weights
-from exporters.transforms import check_tied_head, head_initializers
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError
 from gpt2_onnx.names import GraphKind
+from gpt2_onnx.precisions import FP32, Precision, Quantization
+from gpt2_onnx_exporters.quantize_graph import CONTRIB_DOMAIN, QuantizedTables, quantize_weights
+from gpt2_onnx_exporters.transforms import check_tied_head, head_initializers
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
 
-__all__ = ["QUANTIZATION", "GraphVariant", "apply_variant", "check_variant_tie", "model_for_tracing"]
+__all__ = ["GraphVariant", "apply_variant", "check_variant_tie", "model_for_tracing"]
 
 log = logging.getLogger(__name__)
-
-# Per precision, the default MatMulNBits settings. Accuracy level 4 lets ONNX Runtime quantize activations to int8
-# for its VNNI/AMX kernels. Measured on GPT-2-small (seeded random weights, 2 threads, decode after 128 tokens):
-#   int4 block 32: decode 8.4 ms, max KL 0.016   block 64: 7.6 ms, 0.018   block 128: 7.0 ms, 0.023
-#   int8 block 128: decode 9.2 ms, max KL 1.4e-4   block 32: 10.7 ms, 8.6e-5
-# int4 keeps block 32 (quality first: GPT-2-small is small enough to feel int4); --block-size 128 trades for speed.
-QUANTIZATION: dict[str, QuantSettings] = {
-    "int8": QuantSettings(bits=8, block_size=128, accuracy_level=4),
-    "int4": QuantSettings(bits=4, block_size=32, accuracy_level=4),
-}
 
 
 @dataclass(frozen=True)
@@ -49,24 +40,17 @@ class GraphVariant:
     """What to do to the traced graphs: fuse for ONNX Runtime, and at which precision to store the weights."""
 
     optimize: bool = False
-    precision: str = "float32"  # the manifest's name: float32, float16, int8, int4
-    block_size: int | None = None  # int8/int4: overrides the precision's default block size
-
-    @property
-    def quantization(self) -> QuantSettings | None:
-        settings = QUANTIZATION.get(self.precision)
-        if settings is None or self.block_size is None:
-            return settings
-        return replace(settings, block_size=self.block_size)
+    precision: Precision = FP32
+    quantization: Quantization | None = None  # int8/int4: the precision's, or with another block size
 
     @property
     def plain(self) -> bool:
-        return not self.optimize and self.precision == "float32"
+        return not self.optimize and self.precision.float32
 
 
 def model_for_tracing(model: GPT2LMHeadModel, variant: GraphVariant) -> GPT2LMHeadModel:
     """The model to trace: itself, or a float16 copy (the tie is kept: deepcopy keeps shared parameters shared)."""
-    if variant.precision != "float16":
+    if variant.precision.name != "float16":
         return model
     return copy.deepcopy(model).half().eval()
 

@@ -3,81 +3,37 @@
 Round r runs every task once on every system, the systems' order rotated each round, so slow drifts of machine
 load (other processes, thermal limits) fall on all systems alike. Workers wait on their pipe while another
 measures, so they never compete for the CPU.
-
-A timed prefill (and time to first token) follows a short untimed generation on the same system, as in use a
-prefill follows the decode steps of the generation before it: ONNX Runtime's decode session keeps spinning its
-threads for a while after a run and slows a prefill right after it, which prefills timed back to back never see.
+The tasks and the answers kept are gpt2_onnx.bench.tasks'; each worker is gpt2_onnx.app.bench_worker.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import gpt2_onnx
 from gpt2_onnx.bench.protocol import prompt_ids
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.bench.tasks import RawResults, Task, bench_tasks
 from gpt2_onnx.errors import BenchError
+from gpt2_onnx.import_roots import import_roots
 
-__all__ = ["RawResults", "Task", "bench_tasks", "duration_text", "run_systems"]
+__all__ = ["Progress", "duration_text", "run_systems"]
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 # The worker's entry: this checkout's packages first on the path, whatever the environment says.
-_WORKER_MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from gpt2_onnx.bench.worker import main; main()"
-
-
-@dataclass(frozen=True)
-class Task:
-    """One measurement every system makes each round."""
-
-    name: str  # e.g. "prefill/128", "first_token/8", "decode", "batch"
-    command: str  # the worker command: "prefill" or "generate"
-    ids: list[list[int]]  # the prompt (B, T)
-    new_tokens: int = 0
-    # An untimed generation the worker runs first, on the same system (its decode steps precede the timing).
-    before_ids: list[list[int]] | None = None
-    before_new_tokens: int = 0
-
-    def request(self) -> dict[str, Any]:
-        """The worker request for this task."""
-        before = {"before": {"ids": self.before_ids, "new_tokens": self.before_new_tokens}} if self.before_ids else {}
-        return {"cmd": self.command, "ids": self.ids, "new_tokens": self.new_tokens, **before}
-
-
-def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
-    """Prefill and time-to-first-token per prompt length (each after a short generation's decode steps, as in
-    use), a decode run, and a batch throughput run."""
-
-    def ids(batch: int, length: int) -> list[list[int]]:
-        return prompt_ids(settings.seed, batch, length, vocab_size).tolist()
-
-    steps = settings.decode_steps_before_prefill
-    before = ids(1, 8) if steps else None  # a short prompt, then ``steps`` decode steps (steps + 1 tokens)
-    tasks = [Task(f"prefill/{n}", "prefill", ids(1, n), 0, before, steps + 1) for n in settings.prompt_lengths]
-    tasks += [Task(f"first_token/{n}", "generate", ids(1, n), 1, before, steps + 1) for n in settings.prompt_lengths]
-    tasks.append(Task("decode", "generate", ids(1, settings.decode_prompt_length), settings.new_tokens))
-    tasks.append(Task("batch", "generate", ids(settings.batch_size, settings.batch_prompt_length), settings.new_tokens))
-    return tasks
-
-
-@dataclass
-class RawResults:
-    """All answers of one system: load figures, per-task answers of the recorded rounds, memory at the end."""
-
-    spec: SystemSpec
-    load: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    end_memory: dict[str, int] = field(default_factory=dict)
+_WORKER_MAIN = (
+    "import os, sys; sys.path[:0] = sys.argv[1].split(os.pathsep); from gpt2_onnx.app.bench_worker import main; main()"
+)
 
 
 class _Worker:
@@ -85,9 +41,9 @@ class _Worker:
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings, log_file: IO[str]) -> None:
         self.spec, self._log = spec, log_file
-        package_root = str(Path(gpt2_onnx.__file__).resolve().parent.parent)  # this checkout's packages
+        roots = os.pathsep.join(import_roots())  # this installation's packages, whatever the environment has
         self._process = subprocess.Popen(
-            [spec.python or sys.executable, "-c", _WORKER_MAIN, package_root],
+            [spec.python or sys.executable, "-c", _WORKER_MAIN, roots],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,

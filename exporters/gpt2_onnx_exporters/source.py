@@ -20,10 +20,10 @@ from urllib.parse import urlparse
 
 from safetensors import SafetensorError
 
-from exporters.random_models import build_random_model, random_preset_name
-from exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
+from gpt2_onnx_exporters.random_models import build_random_model, random_preset_name
+from gpt2_onnx_exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase

@@ -1,0 +1,29 @@
+"""``gpt2-onnx run``'s work on the ONNX Runtime side: load an export for generation, then generate or stream.
+
+The command line parses and prints; what it runs comes from here, so that it reaches the runtime through the
+application layer (tests/test_layers.py). The names are the runtime's own API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpt2_onnx.integrity import IntegrityCheck
+from gpt2_onnx_runtimes.api import Gpt2Onnx
+from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
+from gpt2_onnx_runtimes.providers import ProviderName
+from gpt2_onnx_runtimes.session import RuntimeOptions, SessionLayout
+
+__all__ = ["GenerationOptions", "GenerationResult", "Gpt2Onnx", "load_for_generation"]
+
+
+def load_for_generation(
+    folder: Path,
+    provider: ProviderName,
+    threads: int | None,
+    layout: SessionLayout,
+    integrity: IntegrityCheck,
+) -> Gpt2Onnx:
+    """The export at ``folder`` with its tokenizer, on ``provider`` (never another), in session ``layout``."""
+    options = RuntimeOptions(provider=provider, intra_op_threads=threads, layout=layout, integrity=integrity)
+    return Gpt2Onnx.load(folder, options=options)

@@ -1,0 +1,90 @@
+"""``gpt2-onnx verify``: the full parity suite plus file integrity and golden vectors, as a report to ship.
+
+Every check runs; the report then lists every failure with its figures. It records what was compared, the
+tolerances and their basis, versions, provider, hardware and the manifest's hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gpt2_onnx.app.parity_suite import ParitySuite
+from gpt2_onnx.environment import describe_environment
+from gpt2_onnx.integrity import IntegrityCheck
+from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.precisions import tolerance_for
+from gpt2_onnx.progress import StageReporter, Stages
+from gpt2_onnx.prompts import check_prompt_ids
+from gpt2_onnx.verify_report import VerifyOptions, VerifyReport, check_dimensions, check_files
+from gpt2_onnx.wording import plural
+from gpt2_onnx_exporters.reference import ReferenceModel
+from gpt2_onnx_exporters.source import load_source
+from gpt2_onnx_runtimes.golden_check import check_golden
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.tokenizer import TextTokenizer
+
+__all__ = ["verify_export"]
+
+
+def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
+    source = override or str(manifest.model.get("source") or "")
+    seed = manifest.model.get("seed")
+    return source, int(seed) if isinstance(seed, int) else 0
+
+
+def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
+    """Run every check of an export folder against its source model; never stops at the first failure."""
+    manifest = read_manifest(options.folder)
+    stages = Stages(report)
+    with stages.stage("check files"):
+        files = check_files(options.folder, manifest)
+    source_spec, seed = _source_spec(manifest, options.model)
+    with stages.stage("load source model"):
+        source = load_source(source_spec, seed=seed, revision=manifest.model.get("revision"))
+    check_dimensions(source.dims, manifest.dims, source_spec)
+    with stages.stage("load export"):
+        runtime = RuntimeOptions(
+            provider=options.provider,  # type: ignore[arg-type]
+            intra_op_threads=options.threads,
+            integrity=IntegrityCheck(sha256=False),  # hashed above, reported beside the parity figures
+        )
+        # The folder's two graphs as shipped, and the layout generation runs (merged, where the runtime has it).
+        loaded = LoadedExport.load(options.folder, replace(runtime, layout="split"))
+        generation = LoadedExport.load(options.folder, runtime)
+    tolerance = tolerance_for(manifest.precision)
+    suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
+    tokenizer = TextTokenizer(options.folder / "tokenizer.json")
+    longest = manifest.dims.n_positions - options.steps - 1
+    prompts = check_prompt_ids(tokenizer.encode, longest)
+    main = prompts[0]
+    with stages.stage(f"prefill and {plural(options.steps, 'decode step')}"):
+        suite.prefill_and_decode_chain(main, options.steps)
+        suite.decode_with_empty_past(main)
+    with stages.stage("past lengths"):
+        n = manifest.dims.n_positions
+        suite.past_lengths(main, sorted({0, 1, 4, n // 2, n - 1}))
+        suite.past_lengths(main, [4], new=3)
+    batch = [prompts[i % len(prompts)] for i in range(options.batch_size)]
+    with stages.stage(f"padded batch of {len(batch)}"):
+        suite.padded_batch(batch, steps=min(options.steps, 8))
+    with stages.stage("free-running greedy"):
+        suite.free_running_greedy(batch, options.steps)
+    with stages.stage("golden vectors"):
+        for comparison in check_golden(loaded).comparisons:
+            suite.report.add(comparison)
+        if generation.layout != loaded.layout:
+            for comparison in check_golden(generation).comparisons:
+                suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
+    return VerifyReport(
+        folder=str(options.folder),
+        source=source_spec + (f" (seed {seed})" if source_spec.startswith("random:") else ""),
+        provider=next(iter(loaded.providers().values()))[0],
+        precision=manifest.precision,
+        tolerance=tolerance,
+        parity=suite.report,
+        files=files,
+        environment=describe_environment(options.provider),
+        timings=dict(stages.timings),
+        generation_layout=generation.layout,
+    )
