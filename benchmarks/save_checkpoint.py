@@ -25,10 +25,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
-    from gpt2_onnx_exporters.source import load_source
+    from gpt2_onnx_exporters.source import is_tied, load_source
 
     source = load_source(args.model, args.seed)
-    if not source.tied_head:
+    if not is_tied(source.model):
         raise SystemExit(f"{args.model}: the head is not tied to the embedding; the side-by-side expects GPT-2's tie")
     partial = args.output.with_name(args.output.name + ".partial")  # renamed when complete: reruns see all or none
     shutil.rmtree(partial, ignore_errors=True)  # an interrupted run's leftovers

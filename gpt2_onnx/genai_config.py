@@ -22,19 +22,18 @@ from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import (
     ATTENTION_MASK,
     DECODE,
+    GENAI_CONFIG_FILE,
     INPUT_IDS,
-    KV_KINDS,
     LOGITS,
     POSITION_IDS,
-    past_name,
     past_name_pattern,
-    present_name,
+    past_names,
     present_name_pattern,
+    present_names,
 )
 
-__all__ = ["GENAI_CONFIG_FILE", "GENAI_MODEL_TYPE", "genai_config", "write_genai_config"]
+__all__ = ["GENAI_MODEL_TYPE", "genai_config", "write_genai_config"]
 
-GENAI_CONFIG_FILE = "genai_config.json"
 GENAI_MODEL_TYPE = "decoder"
 
 
@@ -57,10 +56,8 @@ def _check_decode_names(manifest: Manifest) -> None:
     record = manifest.graphs[DECODE]
     inputs = {spec.name for spec in record.inputs}
     outputs = {spec.name for spec in record.outputs}
-    layers = range(manifest.dims.n_layer)
-    wanted_inputs = {INPUT_IDS, ATTENTION_MASK, POSITION_IDS}
-    wanted_inputs |= {past_name(i, kv) for i in layers for kv in KV_KINDS}
-    wanted_outputs = {LOGITS} | {present_name(i, kv) for i in layers for kv in KV_KINDS}
+    wanted_inputs = {INPUT_IDS, ATTENTION_MASK, POSITION_IDS, *past_names(manifest.dims.n_layer)}
+    wanted_outputs = {LOGITS, *present_names(manifest.dims.n_layer)}
     missing = sorted((wanted_inputs - inputs) | (wanted_outputs - outputs))
     if missing:
         raise ManifestError(f"the decode graph lacks what onnxruntime-genai binds: {', '.join(missing)}")

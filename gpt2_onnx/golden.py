@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from gpt2_onnx.errors import ManifestError
+from gpt2_onnx.names import GOLDEN_FILE
 from gpt2_onnx.prompts import CHECK_PROMPTS
 from gpt2_onnx.wording import plural
 
 __all__ = [
-    "GOLDEN_FILE",
     "GOLDEN_PROMPTS",
     "GOLDEN_STEPS",
     "GoldenCase",
@@ -42,7 +42,6 @@ __all__ = [
     "write_golden",
 ]
 
-GOLDEN_FILE = "golden.json"
 GOLDEN_FORMAT = "gpt2-onnx-golden"
 GOLDEN_SCHEMA = 1
 GOLDEN_PROMPTS = CHECK_PROMPTS[:3]  # golden.json's cases: each carries its ids, so no tokenizer is needed

@@ -83,6 +83,12 @@ class Manifest:
     weights_index: tuple[ExternalTensorRef, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
+    @property
+    def graph_and_weight_bytes(self) -> int:
+        """What the graphs and their weights file take on disk: the export's size beside the parameters'."""
+        names = [record.file for record in self.graphs.values()] + [self.weights_file]
+        return sum(self.files[name].size for name in names)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,

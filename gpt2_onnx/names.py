@@ -7,24 +7,35 @@ The tensor names follow the convention that Optimum, transformers.js and onnxrun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from gpt2_onnx.config import ModelDims
 
 __all__ = [
     "ATTENTION_MASK",
     "BATCH",
     "DECODE",
     "EMBEDDING",
+    "GENAI_CONFIG_FILE",
+    "GENERATION_CONFIG_FILE",
+    "GOLDEN_FILE",
     "GRAPHS",
     "GRAPH_FILES",
     "INPUT_IDS",
     "KV_KINDS",
     "LOGITS",
     "MANIFEST_FILE",
+    "MODEL_CONFIG_FILE",
+    "PAST_PREFIX",
     "PAST_SEQUENCE",
     "POSITION_IDS",
     "POSITION_IDS_RULE",
     "PREFILL",
     "SEQUENCE",
+    "TOKENIZER_CONFIG_FILE",
+    "TOKENIZER_FILE",
+    "TOKENIZER_FILES",
     "TOTAL_SEQUENCE",
     "WEIGHTS_FILE",
     "GraphKind",
@@ -34,8 +45,10 @@ __all__ = [
     "graph_outputs",
     "past_name",
     "past_name_pattern",
+    "past_names",
     "present_name",
     "present_name_pattern",
+    "present_names",
 ]
 
 GraphKind = Literal["prefill", "decode"]
@@ -47,6 +60,13 @@ GRAPHS: tuple[GraphKind, ...] = (PREFILL, DECODE)
 GRAPH_FILES: dict[GraphKind, str] = {PREFILL: "prefill.onnx", DECODE: "decode.onnx"}
 WEIGHTS_FILE = "model.onnx.data"  # the one external-data file both graphs read
 MANIFEST_FILE = "manifest.json"
+GOLDEN_FILE = "golden.json"
+GENAI_CONFIG_FILE = "genai_config.json"
+TOKENIZER_FILE = "tokenizer.json"  # what the runtime tokenizes with (tokenizers' format)
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_FILES = (TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, "vocab.json", "merges.txt")  # all an export ships
+MODEL_CONFIG_FILE = "config.json"  # the checkpoint's own configuration, as transformers writes it
+GENERATION_CONFIG_FILE = "generation_config.json"
 # The token embedding's initializer: the embedding Gather and, when tied, the head's Gemm read it (the checkpoint's
 # own parameter name, which tracing keeps).
 EMBEDDING = "transformer.wte.weight"
@@ -79,6 +99,9 @@ def present_name_pattern(kind: KvKind) -> str:
     return f"present.%d.{kind}"
 
 
+PAST_PREFIX = "past_key_values."  # every past input's name starts so
+
+
 def past_name(layer: int, kind: KvKind) -> str:
     """Name of a decode graph's past KV input, e.g. ``past_key_values.0.key``."""
     return past_name_pattern(kind) % layer
@@ -87,6 +110,16 @@ def past_name(layer: int, kind: KvKind) -> str:
 def present_name(layer: int, kind: KvKind) -> str:
     """Name of a graph's KV output, e.g. ``present.0.value``."""
     return present_name_pattern(kind) % layer
+
+
+def past_names(n_layer: int) -> list[str]:
+    """Every past input's name in (layer, key/value) order: the order the graphs list them and the cache keeps."""
+    return [past_name(layer, kind) for layer in range(n_layer) for kind in KV_KINDS]
+
+
+def present_names(n_layer: int) -> list[str]:
+    """Every KV output's name in (layer, key/value) order."""
+    return [present_name(layer, kind) for layer in range(n_layer) for kind in KV_KINDS]
 
 
 Dim = str | int
@@ -114,45 +147,35 @@ def _token_inputs(kind: GraphKind) -> list[TensorSpec]:
     ]
 
 
-def graph_inputs(
-    kind: GraphKind, n_layer: int, n_head: int, head_dim: int, kv_dtype: str = "float32"
-) -> list[TensorSpec]:
+def graph_inputs(kind: GraphKind, dims: ModelDims, kv_dtype: str = "float32") -> list[TensorSpec]:
     """The inputs of a graph, in order."""
     specs = _token_inputs(kind)
     if kind == DECODE:
-        for layer in range(n_layer):
+        for layer in range(dims.n_layer):
             for kv in KV_KINDS:
                 specs.append(
                     TensorSpec(
                         past_name(layer, kv),
                         kv_dtype,  # type: ignore[arg-type]  # validated by the callers' dtype tables
-                        (BATCH, n_head, PAST_SEQUENCE, head_dim),
+                        (BATCH, dims.n_head, PAST_SEQUENCE, dims.head_dim),
                         f"layer {layer} attention {kv}s of the earlier tokens (past_sequence may be 0)",
                     )
                 )
     return specs
 
 
-def graph_outputs(
-    kind: GraphKind,
-    n_layer: int,
-    n_head: int,
-    head_dim: int,
-    vocab_size: int,
-    all_logits: bool,
-    kv_dtype: str = "float32",
-) -> list[TensorSpec]:
+def graph_outputs(kind: GraphKind, dims: ModelDims, all_logits: bool, kv_dtype: str = "float32") -> list[TensorSpec]:
     """The outputs of a graph, in order. Prefill returns the last position's logits unless ``all_logits``."""
     logits_len: Dim = SEQUENCE if (kind == DECODE or all_logits) else 1
     kv_len = SEQUENCE if kind == PREFILL else TOTAL_SEQUENCE
-    specs = [TensorSpec(LOGITS, "float32", (BATCH, logits_len, vocab_size), "next-token logits")]
-    for layer in range(n_layer):
+    specs = [TensorSpec(LOGITS, "float32", (BATCH, logits_len, dims.vocab_size), "next-token logits")]
+    for layer in range(dims.n_layer):
         for kv in KV_KINDS:
             specs.append(
                 TensorSpec(
                     present_name(layer, kv),
                     kv_dtype,  # type: ignore[arg-type]
-                    (BATCH, n_head, kv_len, head_dim),
+                    (BATCH, dims.n_head, kv_len, dims.head_dim),
                     f"layer {layer} attention {kv}s of all tokens so far",
                 )
             )

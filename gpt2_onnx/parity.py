@@ -25,11 +25,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Comparison:
-    """One comparison: what was compared, how far apart, against which limits, and the verdict."""
+    """One comparison: what was compared, how far apart and against which limits. The verdict, :attr:`ok`, is
+    computed from these figures and limits, never stored beside them."""
 
     check: str  # e.g. "prefill", "decode step 3", "padded batch row 1"
     tensor: str  # e.g. "logits", "present.0.key", "greedy tokens"
-    ok: bool
     max_abs: float | None = None  # max |actual - expected|
     max_rel: float | None = None  # max_abs / max |expected|
     atol: float | None = None  # limit on max_abs (None: reported, not judged)
@@ -39,6 +39,29 @@ class Comparison:
     max_kl: float | None = None
     detail: str = ""
     positions: int | None = None  # next-token distributions compared (what top1 is a fraction of)
+    agrees: bool | None = None  # token or id sequences: whether they agree (None: a comparison of figures)
+    agreement_judged: bool = True  # whether ``agrees`` counts (False: reported, not judged at this precision)
+    broken: bool = False  # no figures could be compared: shapes differ or values are not finite
+
+    @property
+    def ok(self) -> bool:
+        """Within every limit that applies."""
+        if self.broken:
+            return False
+        if self.agrees is not None and self.agreement_judged and not self.agrees:
+            return False
+        return (
+            (self.atol is None or self.max_abs is None or self.max_abs <= self.atol)
+            and (self.min_top1 is None or self.top1 is None or self.top1 >= self.min_top1)
+            and (self.max_kl is None or self.kl is None or self.kl <= self.max_kl)
+        )
+
+    @property
+    def shown_detail(self) -> str:
+        """The detail as reports show it: a disagreement this precision does not judge says so."""
+        if self.detail and self.agrees is False and not self.agreement_judged:
+            return f"{self.detail} (reported; not judged at this precision)"
+        return self.detail
 
     @property
     def top1_judged(self) -> bool:
@@ -57,11 +80,12 @@ class Comparison:
             limit = f"max {self.max_kl:.3g}" if self.max_kl is not None else "reported"
             parts.append(f"KL {self.kl:.3g} ({limit})")
         if self.detail:
-            parts.append(self.detail)
+            parts.append(self.shown_detail)
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value is not None and value != ""}
+        figures = {key: value for key, value in asdict(self).items() if value is not None and value != ""}
+        return {"ok": self.ok, **figures}
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -93,10 +117,10 @@ def compare_tensors(
 ) -> Comparison:
     """Compare two arrays of the same shape by max absolute difference (``atol`` None: report only)."""
     if actual.shape != expected.shape:
-        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+        return Comparison(check, tensor, detail=f"shape {actual.shape} != expected {expected.shape}", broken=True)
     max_abs, max_rel, finite = _differences(actual, expected)
-    ok = finite and (atol is None or max_abs <= atol)
-    return Comparison(check, tensor, ok, max_abs, max_rel, atol, detail="" if finite else "non-finite values")
+    detail = "" if finite else "non-finite values"
+    return Comparison(check, tensor, max_abs, max_rel, atol, detail=detail, broken=not finite)
 
 
 def compare_logits(
@@ -111,39 +135,41 @@ def compare_logits(
     """Compare logits (..., V): max |Δ|, top-1 agreement and KL of the next-token distributions, each judged
     against its limit where one is given."""
     if actual.shape != expected.shape:
-        return Comparison(check, tensor, False, detail=f"shape {actual.shape} != expected {expected.shape}")
+        return Comparison(check, tensor, detail=f"shape {actual.shape} != expected {expected.shape}", broken=True)
     max_abs, max_rel, finite = _differences(actual, expected)
     top1 = top1_agreement(actual, expected) if actual.size else 1.0
     kl = kl_divergence(actual, expected) if actual.size and finite else float("inf")
-    ok = (
-        finite
-        and (atol is None or max_abs <= atol)
-        and (min_top1 is None or top1 >= min_top1)
-        and (max_kl is None or kl <= max_kl)
-    )
     positions = actual.size // actual.shape[-1] if actual.ndim and actual.shape[-1] else 0
     detail = "" if finite else "non-finite values"
-    return Comparison(check, tensor, ok, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions)
+    return Comparison(
+        check, tensor, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions, broken=not finite
+    )
 
 
-def compare_tokens(check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0) -> Comparison:
-    """Token sequences (B, N) must be equal; the detail names the first step where a row diverges.
+def compare_tokens(
+    check: str, actual: np.ndarray, expected: np.ndarray, first_row: int = 0, judged: bool = True
+) -> Comparison:
+    """Token sequences (B, N) must be equal (unless not ``judged``: then a divergence is reported only); the detail
+    names the first step where a row diverges.
 
     ``first_row`` is the batch row that ``actual[0]`` stands for, so a check run one row at a time names the
     row where it diverges, not always row 0.
     """
     if actual.shape != expected.shape:
-        return Comparison(check, "greedy tokens", False, detail=f"shape {actual.shape} != expected {expected.shape}")
+        detail = f"shape {actual.shape} != expected {expected.shape}"
+        return Comparison(check, "greedy tokens", detail=detail, broken=True)
     differs = np.argwhere(actual != expected)
     if differs.size == 0:
-        return Comparison(check, "greedy tokens", True, detail=f"{plural(actual.shape[-1], 'step')} equal")
+        detail = f"{plural(actual.shape[-1], 'step')} equal"
+        return Comparison(check, "greedy tokens", detail=detail, agrees=True, agreement_judged=judged)
     row, step = (int(v) for v in differs[0])
     found, wanted = int(actual[row, step]), int(expected[row, step])
     return Comparison(
         check,
         "greedy tokens",
-        False,
         detail=f"row {first_row + row} diverges at step {step}: {found} vs expected {wanted}",
+        agrees=False,
+        agreement_judged=judged,
     )
 
 

@@ -69,7 +69,7 @@ def _agreement(members: list[Comparison]) -> float | None:
 
 def _details(members: list[Comparison]) -> str:
     """The members' details, whole: the first, and how many others differ (each is listed under Failures)."""
-    found = list(dict.fromkeys(m.detail for m in members if m.detail))
+    found = list(dict.fromkeys(m.shown_detail for m in members if m.shown_detail))
     if len(found) <= 1:
         return found[0] if found else ""
     return f"{found[0]}; and {plural(len(found) - 1, 'other')}"

@@ -89,8 +89,8 @@ def test_io_contract_names_types_and_dimensions(tiny_export: Path, kind: str) ->
     dims = read_manifest(tiny_export).dims
     graph = load_graph(tiny_export, kind)  # type: ignore[arg-type]
     specs = [
-        *graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim),  # type: ignore[arg-type]
-        *graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, all_logits=False),  # type: ignore[arg-type]
+        *graph_inputs(kind, dims),  # type: ignore[arg-type]
+        *graph_outputs(kind, dims, all_logits=False),  # type: ignore[arg-type]
     ]
     values = [*graph.graph.input, *graph.graph.output]
     assert [v.name for v in values] == [s.name for s in specs]

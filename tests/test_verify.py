@@ -254,7 +254,7 @@ def test_no_detail_or_name_is_cut_mid_phrase() -> None:
 
     detail = "row 2 diverges at step 0: 5546 vs expected 4801 (reported; not judged at this precision)"
     check = "free-running greedy row 2, 32 tokens, a check whose name is longer than any column was"
-    table = render_table([Comparison(check, "greedy tokens", True, detail=detail)])
+    table = render_table([Comparison(check, "greedy tokens", detail=detail, agrees=True)])
     row = table.splitlines()[2]
     assert row.startswith(check) and row.endswith(f"ok  {detail}"), table
 

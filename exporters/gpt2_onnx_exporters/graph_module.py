@@ -24,18 +24,13 @@ from torch import nn
 
 from gpt2_onnx.errors import UnsupportedModelError
 from gpt2_onnx.names import DECODE, PREFILL, GraphKind
+from gpt2_onnx_exporters.source import is_tied
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
 
-__all__ = ["Gpt2GraphModule", "is_tied"]
-
-
-def is_tied(model: GPT2LMHeadModel) -> bool:
-    """True when the LM head is the token embedding tensor itself."""
-    head, embedding = model.lm_head.weight, model.transformer.wte.weight
-    return head is embedding or head.data_ptr() == embedding.data_ptr()
+__all__ = ["Gpt2GraphModule"]
 
 
 def _activation(name: str) -> nn.Module:

@@ -15,8 +15,8 @@ from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import ExportError, first_line
 from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
 from gpt2_onnx.progress import Stages
-from gpt2_onnx_exporters.graph_module import is_tied
 from gpt2_onnx_exporters.simplify import simplify_graph
+from gpt2_onnx_exporters.source import is_tied
 from gpt2_onnx_exporters.trace import trace_graph
 from gpt2_onnx_exporters.transforms import (
     check_io,
@@ -26,7 +26,7 @@ from gpt2_onnx_exporters.transforms import (
     strip_metadata,
 )
 from gpt2_onnx_exporters.variants import GraphVariant, apply_variant, check_variant_tie, model_for_tracing
-from gpt2_onnx_exporters.weights import WeightsIndex, externalize_shared_weights
+from gpt2_onnx_exporters.weights import WrittenWeights, externalize_shared_weights
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
@@ -41,7 +41,7 @@ class ExportedGraphs:
     """What :func:`export_graphs` wrote: file names per graph, the weights index and the IR version."""
 
     files: dict[GraphKind, str]
-    weights: WeightsIndex
+    weights: WrittenWeights
     ir_version: int
     tied_head: bool
     quantization: dict[str, int] | None = None  # int8/int4: bits, block size, MatMulNBits accuracy level
@@ -50,8 +50,8 @@ class ExportedGraphs:
 def _finalize(
     proto: onnx.ModelProto, kind: GraphKind, dims: ModelDims, all_logits: bool, export_id: str
 ) -> onnx.ModelProto:
-    inputs = graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)
-    outputs = graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, all_logits)
+    inputs = graph_inputs(kind, dims)
+    outputs = graph_outputs(kind, dims, all_logits)
     proto = set_min_ir_version(name_dimensions(strip_metadata(proto), inputs, outputs))
     proto.producer_name, proto.producer_version = "gpt2-onnx", __version__
     del proto.metadata_props[:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpt2_onnx.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE
+
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
 
@@ -13,9 +15,9 @@ __all__ = ["model_description", "save_model_configs"]
 
 def save_model_configs(model: GPT2LMHeadModel, folder: Path) -> list[str]:
     """Write ``config.json`` and ``generation_config.json``; return their names."""
-    model.config.to_json_file(str(folder / "config.json"))
-    model.generation_config.to_json_file(str(folder / "generation_config.json"))
-    return ["config.json", "generation_config.json"]
+    model.config.to_json_file(str(folder / MODEL_CONFIG_FILE))
+    model.generation_config.to_json_file(str(folder / GENERATION_CONFIG_FILE))
+    return [MODEL_CONFIG_FILE, GENERATION_CONFIG_FILE]
 
 
 def model_description(model: GPT2LMHeadModel, tied: bool) -> dict[str, Any]:

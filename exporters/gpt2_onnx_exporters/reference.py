@@ -24,6 +24,10 @@ class ReferenceOutputs:
     keys: list[np.ndarray]  # per layer (B, nh, T, hs)
     values: list[np.ndarray]  # per layer (B, nh, T, hs)
 
+    def cache(self) -> list[np.ndarray]:
+        """Every layer's keys then values, in the graphs' (layer, key/value) order: (B, nh, T, hs) each."""
+        return [tensor for pair in zip(self.keys, self.values, strict=True) for tensor in pair]
+
     def positions(self, span: slice) -> ReferenceOutputs:
         """The outputs for a span of positions (logits and every layer's keys and values)."""
         return ReferenceOutputs(

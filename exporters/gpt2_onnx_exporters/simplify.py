@@ -15,7 +15,7 @@ import onnx
 from onnx import external_data_helper
 
 from gpt2_onnx.errors import ExportError, first_line
-from gpt2_onnx_exporters.weights import MIN_EXTERNAL_BYTES, WeightsIndex
+from gpt2_onnx_exporters.weights import MIN_EXTERNAL_BYTES, WrittenWeights
 
 __all__ = ["simplify_graph"]
 
@@ -31,7 +31,7 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> bytes:
     return onnx.numpy_helper.to_array(tensor).tobytes()
 
 
-def _point_at_shared_file(model: onnx.ModelProto, weights: WeightsIndex) -> onnx.ModelProto:
+def _point_at_shared_file(model: onnx.ModelProto, weights: WrittenWeights) -> onnx.ModelProto:
     for tensor in model.graph.initializer:
         data = _tensor_bytes(tensor)
         if len(data) < MIN_EXTERNAL_BYTES:
@@ -55,7 +55,7 @@ def _point_at_shared_file(model: onnx.ModelProto, weights: WeightsIndex) -> onnx
     return model
 
 
-def simplify_graph(model: onnx.ModelProto, folder: Path, weights: WeightsIndex) -> onnx.ModelProto:
+def simplify_graph(model: onnx.ModelProto, folder: Path, weights: WrittenWeights) -> onnx.ModelProto:
     """Run onnxsim on ``model`` (whose weights lie in ``folder``) and return it with external weights again."""
     import onnxsim
 

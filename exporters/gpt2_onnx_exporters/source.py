@@ -22,13 +22,14 @@ from safetensors import SafetensorError
 
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
+from gpt2_onnx.names import MODEL_CONFIG_FILE
 from gpt2_onnx_exporters.random_models import build_random_model, random_preset_name
 from gpt2_onnx_exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerBase
 
-__all__ = ["SourceModel", "load_source", "load_tokenizer", "model_dims"]
+__all__ = ["SourceModel", "is_tied", "load_source", "load_tokenizer", "model_dims"]
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +63,11 @@ class SourceModel:
     def dims(self) -> ModelDims:
         return model_dims(self.model)
 
-    @property
-    def tied_head(self) -> bool:
-        """True when the LM head is the token embedding itself (the same tensor, not a copy)."""
-        head = self.model.lm_head.weight
-        return (
-            head is self.model.transformer.wte.weight or head.data_ptr() == self.model.transformer.wte.weight.data_ptr()
-        )
+
+def is_tied(model: GPT2LMHeadModel) -> bool:
+    """True when the LM head is the token embedding tensor itself."""
+    head, embedding = model.lm_head.weight, model.transformer.wte.weight
+    return head is embedding or head.data_ptr() == embedding.data_ptr()
 
 
 def model_dims(model: GPT2LMHeadModel) -> ModelDims:
@@ -87,7 +86,7 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
-    config_file = folder / "config.json"
+    config_file = folder / MODEL_CONFIG_FILE
     if not config_file.is_file():
         raise ModelLoadError(
             f"'{folder}' has no config.json; pass a Hugging Face model folder, a hub id or random:NAME"

@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpt2_onnx.errors import ModelLoadError
+from gpt2_onnx.names import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["PACKAGED_TOKENIZER", "TOKENIZER_FILES", "load_packaged_gpt2_tokenizer", "save_tokenizer_files"]
+__all__ = ["PACKAGED_TOKENIZER", "load_packaged_gpt2_tokenizer", "save_tokenizer_files"]
 
 log = logging.getLogger(__name__)
 
 PACKAGED_TOKENIZER = "packaged:gpt2"  # --tokenizer value naming the files below
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt")
 ENDOFTEXT = "<|endoftext|>"
 
 # sha256 of OpenAI's GPT-2 BPE files as the Hub's openai-community/gpt2 serves them (vocab.json, merges.txt);
@@ -77,7 +77,7 @@ def save_tokenizer_files(tokenizer: PreTrainedTokenizerBase, folder: Path, model
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise ModelLoadError("the tokenizer has no fast (tokenizers) backend; gpt2-onnx needs a tokenizer.json")
-    backend.save(str(folder / "tokenizer.json"))
+    backend.save(str(folder / TOKENIZER_FILE))
     model = backend.model
     if type(model).__name__ != "BPE":
         raise ModelLoadError(f"the tokenizer is a {type(model).__name__} tokenizer; GPT-2 uses byte-level BPE")
@@ -94,5 +94,5 @@ def save_tokenizer_files(tokenizer: PreTrainedTokenizerBase, folder: Path, model
         "clean_up_tokenization_spaces": False,
         "model_max_length": model_max_length,
     }
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    (folder / TOKENIZER_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return list(TOKENIZER_FILES)

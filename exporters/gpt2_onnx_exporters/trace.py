@@ -85,10 +85,8 @@ def _quiet_exporter() -> Iterator[None]:
 def trace_graph(model: GPT2LMHeadModel, kind: GraphKind, dims: ModelDims, opset: int, all_logits: bool) -> ir.Model:
     """Trace one graph. Input and output names come from :mod:`gpt2_onnx.names`; dimension names are set later."""
     module = graph_module(model, kind, all_logits)
-    inputs = [spec.name for spec in graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)]
-    outputs = [
-        spec.name for spec in graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, all_logits)
-    ]
+    inputs = [spec.name for spec in graph_inputs(kind, dims)]
+    outputs = [spec.name for spec in graph_outputs(kind, dims, all_logits)]
     try:
         with torch.no_grad(), _quiet_exporter():
             program = torch.onnx.export(

@@ -20,7 +20,7 @@ from gpt2_onnx.errors import ExportError
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["WeightEntry", "WeightsIndex", "externalize_shared_weights"]
+__all__ = ["WrittenTensor", "WrittenWeights", "externalize_shared_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,9 @@ MIN_EXTERNAL_BYTES = 1024  # smaller initializers stay inside the graph
 
 
 @dataclass(frozen=True)
-class WeightEntry:
-    """Where one tensor lies in the weights file."""
+class WrittenTensor:
+    """One tensor as the exporter wrote it into the weights file (the graphs and the manifest's weights_index then
+    state its place as a gpt2_onnx.weights_index.ExternalTensorRef)."""
 
     name: str
     dtype: str
@@ -41,12 +42,12 @@ class WeightEntry:
 
 
 @dataclass(frozen=True)
-class WeightsIndex:
-    """The weights file's table of contents."""
+class WrittenWeights:
+    """What the exporter wrote into the weights file, tensor by tensor."""
 
     file_name: str
     size: int
-    entries: dict[str, WeightEntry]
+    entries: dict[str, WrittenTensor]
 
     def parameter_bytes(self) -> int:
         return sum(entry.length for entry in self.entries.values())
@@ -76,13 +77,13 @@ def _large_initializers(models: Iterable[ir.Model]) -> dict[str, ir.TensorProtoc
     return chosen
 
 
-def externalize_shared_weights(models: Sequence[ir.Model], folder: Path, file_name: str) -> WeightsIndex:
+def externalize_shared_weights(models: Sequence[ir.Model], folder: Path, file_name: str) -> WrittenWeights:
     """Write every large initializer of ``models`` once into ``folder/file_name`` and point the graphs at it.
 
     The models are changed in place: their large initializers become :class:`onnx_ir.ExternalTensor`.
     """
     tensors = _large_initializers(models)
-    entries: dict[str, WeightEntry] = {}
+    entries: dict[str, WrittenTensor] = {}
     path = folder / file_name
     with path.open("wb") as out:
         for name, tensor in tensors.items():
@@ -90,7 +91,7 @@ def externalize_shared_weights(models: Sequence[ir.Model], folder: Path, file_na
             out.write(b"\0" * (offset - out.tell()))
             data = tensor.tobytes()
             out.write(data)
-            entries[name] = WeightEntry(
+            entries[name] = WrittenTensor(
                 name=name,
                 dtype=tensor.dtype.name.lower(),
                 shape=tuple(int(d) for d in tensor.shape.numpy()),
@@ -117,4 +118,4 @@ def externalize_shared_weights(models: Sequence[ir.Model], folder: Path, file_na
                 base_dir=folder,
             )
     log.info("wrote %d tensors (%d bytes) to %s", len(entries), size, path)
-    return WeightsIndex(file_name=file_name, size=size, entries=entries)
+    return WrittenWeights(file_name=file_name, size=size, entries=entries)

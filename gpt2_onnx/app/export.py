@@ -57,11 +57,6 @@ class ExportResult:
     timings: dict[str, float]
     interrupted_after_commit: bool = False  # an interrupt came once the export was in place: it is kept
 
-    @property
-    def graph_and_weight_bytes(self) -> int:
-        names = [record.file for record in self.manifest.graphs.values()] + [self.manifest.weights_file]
-        return sum(self.manifest.files[name].size for name in names)
-
 
 def _build_manifest(
     source: SourceModel,
@@ -76,8 +71,8 @@ def _build_manifest(
     records = {
         kind: GraphRecord(
             graphs.files[kind],
-            tuple(graph_inputs(kind, dims.n_layer, dims.n_head, dims.head_dim)),
-            tuple(graph_outputs(kind, dims.n_layer, dims.n_head, dims.head_dim, dims.vocab_size, options.all_logits)),
+            tuple(graph_inputs(kind, dims)),
+            tuple(graph_outputs(kind, dims, options.all_logits)),
         )
         for kind in GRAPHS
     }

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpt2_onnx.integrity import IntegrityCheck
+from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
-from gpt2_onnx_runtimes.providers import ProviderName
 from gpt2_onnx_runtimes.session import RuntimeOptions, SessionLayout
 
 __all__ = ["GenerationOptions", "GenerationResult", "Gpt2Onnx", "load_for_generation"]

@@ -12,6 +12,7 @@ from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.environment import describe_environment
 from gpt2_onnx.integrity import IntegrityCheck
 from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.precisions import tolerance_for
 from gpt2_onnx.progress import StageReporter, Stages
@@ -54,7 +55,7 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         generation = LoadedExport.load(options.folder, runtime)
     tolerance = tolerance_for(manifest.precision)
     suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
-    tokenizer = TextTokenizer(options.folder / "tokenizer.json")
+    tokenizer = TextTokenizer(options.folder / TOKENIZER_FILE)
     longest = manifest.dims.n_positions - options.steps - 1
     prompts = check_prompt_ids(tokenizer.encode, longest)
     main = prompts[0]

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpt2_onnx.errors import OptionError
+from gpt2_onnx.providers import ProviderName
 
 __all__ = ["BenchSettings", "SystemSpec"]
 
@@ -25,7 +26,7 @@ class BenchSettings:
     repeats: int = 5  # recorded rounds; every round runs each task once per system, interleaved
     warmup: int = 1  # unrecorded rounds first
     seed: int = 0  # prompt token ids are drawn from this seed, the same for every system
-    provider: Literal["cpu", "cuda"] = "cpu"
+    provider: ProviderName = "cpu"
     attention: str = "sdpa"  # transformers' attention for the eager baseline (its default; "eager" is slower)
     # Untimed decode steps (of a short generation) each system runs right before each timed prefill and time to
     # first token: in use a prefill follows the previous generation's decode steps. 0: prefills back to back.

@@ -103,7 +103,7 @@ def _megabytes(size: int) -> str:
     type=click.Choice([precision.flag for precision in PRECISIONS]),
     default="fp32",
     show_default=True,
-    help="Weights and compute: fp16 for CUDA (float32 inputs and outputs), int8/int4 weight-only for the CPU.",
+    help="Weights and compute: " + "; ".join(f"{precision.flag}, {precision.help}" for precision in PRECISIONS) + ".",
 )
 @click.option(
     "--block-size",
@@ -178,8 +178,8 @@ def _print_result(result: ExportResult) -> None:
     weights = manifest.files[manifest.weights_file].size
     click.echo(
         f"Wrote {result.folder}: {', '.join(r.file for r in manifest.graphs.values())} + {manifest.weights_file} "
-        f"({_megabytes(weights)}; graphs and weights {_megabytes(result.graph_and_weight_bytes)}, "
-        f"{result.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
+        f"({_megabytes(weights)}; graphs and weights {_megabytes(manifest.graph_and_weight_bytes)}, "
+        f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
     )
     if result.report is not None:
         click.echo(f"Parity with the source model: {result.report.summary()}")

@@ -9,6 +9,7 @@ import click
 from click.core import ParameterSource
 
 from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.providers import PROVIDERS
 
 __all__ = [
     "PROVIDER_CHOICES",
@@ -19,7 +20,7 @@ __all__ = [
     "was_given",
 ]
 
-PROVIDER_CHOICES = ("cpu", "cuda")  # gpt2_onnx_runtimes.providers.PROVIDERS' names; no onnxruntime import here
+PROVIDER_CHOICES = tuple(PROVIDERS)
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
 API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads"}

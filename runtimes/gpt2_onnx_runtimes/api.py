@@ -16,17 +16,15 @@ import numpy as np
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import DECODE, PREFILL
+from gpt2_onnx.names import DECODE, PREFILL, TOKENIZER_FILE
+from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult
-from gpt2_onnx_runtimes.providers import ProviderName
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.streaming import TextStream
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 from gpt2_onnx_runtimes.validation import validate_feeds
 
 __all__ = ["Gpt2Onnx"]
-
-TOKENIZER_FILE = "tokenizer.json"
 
 
 class Gpt2Onnx:

@@ -13,9 +13,9 @@ import numpy as np
 from gpt2_onnx.batching import position_ids
 from gpt2_onnx.bench.protocol import GenerationTiming
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.providers import ProviderName
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
 __all__ = ["OnnxSystem"]
@@ -83,10 +83,9 @@ class OnnxSystem:
         """Bytes: the graphs with their weights file, the whole folder, and the weights themselves (the
         tensors' bytes, as the manifest states them) that the other two are measured against."""
         manifest = self.loaded.manifest
-        names = [record.file for record in manifest.graphs.values()] + [manifest.weights_file]
         weight_bytes = manifest.export.get("weight_bytes") or manifest.model.get("parameter_bytes") or 0
         return {
-            "model_files": sum(manifest.files[name].size for name in names),
+            "model_files": manifest.graph_and_weight_bytes,
             "folder": sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file()),
             "weight_bytes": int(weight_bytes),
         }

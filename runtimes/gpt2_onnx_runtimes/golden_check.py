@@ -78,10 +78,11 @@ def check_golden(loaded: LoadedExport, golden: GoldenSet | None = None) -> Parit
         name = f"golden case {index}"
         ids, last, _ = greedy_ids(loaded, case.input_ids, len(case.greedy_ids))
         agreement = greedy_agreement(ids.tolist(), case, golden.logits_atol)
-        report.add(Comparison(name, "greedy tokens", agreement.ok, detail=agreement.detail))
+        report.add(Comparison(name, "greedy tokens", detail=agreement.detail, agrees=agreement.ok))
         top_ids = np.argsort(-last, kind="stable")[: len(case.top5_ids)]
         if not ranks_agree(last, case.top5_ids, golden.logits_atol):
-            report.add(Comparison(name, "top-5 ids", False, detail=f"{top_ids.tolist()} vs expected {case.top5_ids}"))
+            detail = f"{top_ids.tolist()} vs expected {case.top5_ids}"
+            report.add(Comparison(name, "top-5 ids", detail=detail, agrees=False))
         expected = np.array(case.top5_logits, dtype=np.float32)
         report.add(
             compare_tensors(name, "top-5 logits", last[case.top5_ids].astype(np.float32), expected, golden.logits_atol)

@@ -17,13 +17,12 @@ from gpt2_onnx.names import (
     ATTENTION_MASK,
     DECODE,
     INPUT_IDS,
-    KV_KINDS,
     LOGITS,
     POSITION_IDS,
     PREFILL,
     GraphKind,
-    past_name,
-    present_name,
+    past_names,
+    present_names,
 )
 from gpt2_onnx_runtimes.kv_buffers import KvBuffers
 from gpt2_onnx_runtimes.session import onnxruntime_errors
@@ -50,8 +49,8 @@ class KvCacheRunner:
         self._steps = loaded.steps
         dims = loaded.manifest.dims
         self._dims = dims
-        self._past_names = [past_name(i, kv) for i in range(dims.n_layer) for kv in KV_KINDS]
-        self._present_names = [present_name(i, kv) for i in range(dims.n_layer) for kv in KV_KINDS]
+        self._past_names = past_names(dims.n_layer)
+        self._present_names = present_names(dims.n_layer)
         self._device = "cuda" if loaded.options.provider == "cuda" else "cpu"
         self._device_id = loaded.options.device_id
         self._past: list[ort.OrtValue] | None = None

@@ -14,16 +14,14 @@ import io
 import logging
 import sys
 from pathlib import Path
-from typing import Literal
 
 from gpt2_onnx.errors import InvalidInputError, ProviderUnavailableError
+from gpt2_onnx.providers import PROVIDERS, ProviderName
 
 __all__ = ["PROVIDERS", "ProviderName", "check_session_provider", "ensure_provider_loadable", "provider_list"]
 
 log = logging.getLogger(__name__)
 
-ProviderName = Literal["cpu", "cuda"]
-PROVIDERS: dict[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 CUDA_FIX = (
     "install the NVIDIA runtime wheels with pip install 'gpt2-onnx[cuda]' (CUDA 13, cuDNN 9) or put the CUDA "
     "libraries on the library path, or use --provider cpu"

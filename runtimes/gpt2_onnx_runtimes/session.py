@@ -39,11 +39,12 @@ from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, R
 from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
+from gpt2_onnx.providers import ProviderName
 from gpt2_onnx.versions import version_tuple
 from gpt2_onnx.weights_index import external_tensors
 from gpt2_onnx_runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
-from gpt2_onnx_runtimes.providers import ProviderName, check_session_provider, ensure_provider_loadable, provider_list
+from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import numpy as np
 
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, KV_KINDS, POSITION_IDS, GraphKind, past_name
+from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, PAST_PREFIX, POSITION_IDS, GraphKind, past_names
 from gpt2_onnx.wording import plural
 
 __all__ = ["validate_feeds", "validate_token_ids"]
@@ -54,7 +54,7 @@ def validate_feeds(
     past_len = 0
     if kind == DECODE:
         past_len = _validate_past(feeds, dims, batch, kv_dtype)
-    elif any(name.startswith("past_key_values.") for name in feeds):
+    elif any(name.startswith(PAST_PREFIX) for name in feeds):
         raise InvalidInputError("prefill takes no past_key_values; use the decode graph to continue a sequence")
     if mask.shape != (batch, past_len + new):
         raise InvalidInputError(
@@ -71,8 +71,8 @@ def validate_feeds(
 
 
 def _validate_past(feeds: Mapping[str, object], dims: ModelDims, batch: int, kv_dtype: np.dtype) -> int:
-    names = {name for name in feeds if name.startswith("past_key_values.")}
-    expected = {past_name(i, kv) for i in range(dims.n_layer) for kv in KV_KINDS}
+    names = {name for name in feeds if name.startswith(PAST_PREFIX)}
+    expected = set(past_names(dims.n_layer))
     if names != expected:
         missing, extra = sorted(expected - names)[:3], sorted(names - expected)[:3]
         raise InvalidInputError(
