@@ -14,6 +14,7 @@ from gpt2_onnx.config import RANDOM_PREFIX
 from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.precisions import precision_named
 
 __all__ = ["bench_exports", "measure", "system_specs"]
 
@@ -40,7 +41,7 @@ def _check_unshared(manifests: Sequence[Manifest], settings: BenchSettings) -> N
     """``unshared`` adds each float32 folder loaded by ONNX Runtime itself: refused where it would add nothing."""
     if settings.provider != "cpu":
         raise OptionError("{unshared} applies on the CPU only (CUDA sessions copy their weights anyway)", "unshared")
-    if not any(manifest.precision == "float32" for manifest in manifests):
+    if not any(precision_named(manifest.precision).float32 for manifest in manifests):
         raise OptionError("{unshared} measures fp32 folders again, and none is fp32 (the others prepack)", "unshared")
 
 
@@ -60,7 +61,7 @@ def system_specs(
         specs += [
             SystemSpec("onnx", f"{spec.label}+split", folder=spec.folder, layout="split", share_weights=False)
             for spec, manifest in zip(specs, manifests, strict=True)
-            if manifest.precision == "float32"
+            if precision_named(manifest.precision).float32
         ]
     if not eager:
         return specs

@@ -39,6 +39,7 @@ from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, R
 from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
+from gpt2_onnx.precisions import precision_named
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx.versions import version_tuple
 from gpt2_onnx.weights_index import external_tensors
@@ -133,7 +134,7 @@ def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
     return (
         options.share_weights
         and options.provider == "cpu"
-        and manifest.precision == "float32"
+        and precision_named(manifest.precision).float32
         and DISABLE_PREPACKING not in options.session_config
     )
 
@@ -142,7 +143,7 @@ def _maps_embedding(options: RuntimeOptions, manifest: Manifest) -> bool:
     """merged layout: the fp32 embedding read from one map on the CPU (on CUDA it must live on the GPU). Tied, it
     is the head's matrix too, which ONNX Runtime would otherwise prepack into a second copy; untied, only the
     Gather reads it, from the map as from ONNX Runtime's own load."""
-    return options.provider == "cpu" and manifest.precision == "float32"
+    return options.provider == "cpu" and precision_named(manifest.precision).float32
 
 
 @contextlib.contextmanager
