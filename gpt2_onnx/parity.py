@@ -39,6 +39,7 @@ class Comparison:
     max_kl: float | None = None
     detail: str = ""
     positions: int | None = None  # next-token distributions compared (what top1 is a fraction of)
+    near_ties: int = 0  # positions left out of top1: the reference's top two within the precision's noise
     agrees: bool | None = None  # token or id sequences: whether they agree (None: a comparison of figures)
     agreement_judged: bool = True  # whether ``agrees`` counts (False: reported, not judged at this precision)
     broken: bool = False  # no figures could be compared: shapes differ or values are not finite
@@ -75,7 +76,10 @@ class Comparison:
         if self.top1 is not None:
             limit = f"min {self.min_top1:.1%}" if self.top1_judged else "reported"
             of = f" of {plural(self.positions, 'position')}" if self.positions is not None else ""
-            parts.append(f"top-1 {self.top1:.1%}{of} ({limit})")
+            ties = f", {plural(self.near_ties, 'near tie')} left out" if self.near_ties else ""
+            parts.append(f"top-1 {self.top1:.1%}{of}{ties} ({limit})")
+        elif self.near_ties:
+            parts.append(f"top-1 not compared: every position a near tie ({plural(self.near_ties, 'position')})")
         if self.kl is not None:
             limit = f"max {self.max_kl:.3g}" if self.max_kl is not None else "reported"
             parts.append(f"KL {self.kl:.3g} ({limit})")
@@ -100,9 +104,16 @@ def kl_divergence(actual: np.ndarray, expected: np.ndarray) -> float:
     return max(0.0, float(np.max(kl)))  # tiny negative values are rounding
 
 
-def top1_agreement(actual: np.ndarray, expected: np.ndarray) -> float:
-    """Fraction of positions whose argmax token agrees, from logits (..., V)."""
-    return float(np.mean(actual.argmax(axis=-1) == expected.argmax(axis=-1)))
+def top1_agreement(actual: np.ndarray, expected: np.ndarray, near_tie: float = 0.0) -> tuple[float | None, int, int]:
+    """Agreement of the argmax tokens of logits (..., V) over the positions whose expected top two logits are more
+    than ``near_tie`` apart: (fraction or None when no position counts, positions counted, positions left out)."""
+    expected_2d = expected.reshape(-1, expected.shape[-1]).astype(np.float64)  # (P, V)
+    actual_2d = actual.reshape(-1, actual.shape[-1])
+    top2 = np.partition(expected_2d, -2, axis=-1)[:, -2:]  # (P, 2): second and first
+    counted = (top2[:, 1] - top2[:, 0]) > near_tie  # (P,)
+    agree = actual_2d.argmax(axis=-1) == expected_2d.argmax(axis=-1)
+    kept = int(counted.sum())
+    return (float(agree[counted].mean()) if kept else None), kept, int(counted.size - kept)
 
 
 def _differences(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float, bool]:
@@ -131,18 +142,18 @@ def compare_logits(
     min_top1: float | None = None,
     max_kl: float | None = None,
     tensor: str = "logits",
+    near_tie: float = 0.0,
 ) -> Comparison:
     """Compare logits (..., V): max |Δ|, top-1 agreement and KL of the next-token distributions, each judged
     against its limit where one is given."""
     if actual.shape != expected.shape:
         return Comparison(check, tensor, detail=f"shape {actual.shape} != expected {expected.shape}", broken=True)
     max_abs, max_rel, finite = _differences(actual, expected)
-    top1 = top1_agreement(actual, expected) if actual.size else 1.0
+    top1, positions, ties = top1_agreement(actual, expected, near_tie) if actual.size else (1.0, 0, 0)
     kl = kl_divergence(actual, expected) if actual.size and finite else float("inf")
-    positions = actual.size // actual.shape[-1] if actual.ndim and actual.shape[-1] else 0
     detail = "" if finite else "non-finite values"
     return Comparison(
-        check, tensor, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions, broken=not finite
+        check, tensor, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions, ties, broken=not finite
     )
 
 

@@ -106,8 +106,10 @@ PRECISIONS: tuple[Precision, ...] = (
             basis=(
                 "fp16 weights and compute, float32 I/O, on the CPU provider: measured max |Δlogits| 2.3e-3, |ΔKV| "
                 "1.9e-3, top-1 100 %, max KL 1.1e-7, 8 of 8 greedy runs exact (GPT-2 small); limits ~10× for CUDA's "
-                "accumulation order and peakier real weights; greedy divergence reported, not judged"
+                "accumulation order and peakier real weights; top-1 leaves out near ties (top two within 2 × the "
+                "logits limit); greedy divergence reported, not judged"
             ),
+            near_tie=4e-2,
         ),
         golden_from="export",
         golden_logits_atol=5e-2,
@@ -125,9 +127,12 @@ PRECISIONS: tuple[Precision, ...] = (
             greedy_exact=False,
             basis=(
                 "int8 weights (block 128, symmetric), int8 activations in MatMulNBits: measured max KL 1.4e-4 "
-                "(GPT-2 small), 2.9e-6 (tiny); top-1 99 % on average, 67 % at worst (one of 3 positions); "
-                "max |Δlogits| 0.076, reported only; 7 of 8 greedy runs exact"
+                "(GPT-2 small), 2.9e-6 (tiny); max |Δlogits| 0.076, reported only; top-1 99 % on average, but single "
+                "positions whose reference top two lie within 0.022 of each other flip (random weights' flat "
+                "distributions), so positions whose top two are within 0.15 (2 × the worst logit error) are left "
+                "out of top-1; 7 of 8 greedy runs exact"
             ),
+            near_tie=0.15,
         ),
         golden_from="export",
         golden_logits_atol=0.1,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["render_failures", "render_report", "render_table"]
 
-TOP1_NOTE = "top-1: agreement over every position a row compared"
+TOP1_NOTE = "top-1: agreement over every position a row compared, near ties of the precision left out"
 REPORTED_NOTE = "(…): reported, not judged at this precision"
 
 

@@ -24,13 +24,17 @@ class Tolerance:
     max_kl: float | None  # max KL(source || export) of next-token distributions
     greedy_exact: bool  # free-running greedy tokens must be identical
     basis: str  # how the limits were set
+    # top-1 agreement leaves out positions whose reference top-2 logits are at most this far apart: where the
+    # precision's own logit error can swap them, a changed argmax says nothing (0: every position counts)
+    near_tie: float = 0.0
 
     def describe(self) -> str:
         """The limits in force, one line: each judged figure with its limit, then those only reported."""
         judged: list[str] = []
         reported: list[str] = []
         if self.min_top1 > 0:
-            judged.append(f"top-1 ≥ {self.min_top1:.0%}")
+            ties = f" (near ties ≤ {self.near_tie:.3g} apart left out)" if self.near_tie else ""
+            judged.append(f"top-1 ≥ {self.min_top1:.0%}{ties}")
         else:
             reported.append("top-1")
         for label, limit in (("KL", self.max_kl), ("max |Δlogits|", self.logits_atol), ("max |ΔKV|", self.kv_atol)):

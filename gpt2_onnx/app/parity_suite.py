@@ -54,7 +54,8 @@ class ParitySuite:
 
     def _logits(self, check: str, actual: np.ndarray, expected: np.ndarray) -> None:
         t = self.tolerance
-        self.report.add(compare_logits(check, actual, expected, t.logits_atol, t.min_top1, t.max_kl))
+        comparison = compare_logits(check, actual, expected, t.logits_atol, t.min_top1, t.max_kl, near_tie=t.near_tie)
+        self.report.add(comparison)
 
     def _kv(self, check: str, outputs: Feeds, ref: ReferenceOutputs, span: slice, rows: slice = slice(None)) -> None:
         for name, expected in zip(present_names(self._n_layer), ref.cache(), strict=True):
