@@ -20,6 +20,8 @@ __all__ = [
     "ParityError",
     "ProviderUnavailableError",
     "RuntimeVersionError",
+    "ServerBusyError",
+    "ServingError",
     "UnsupportedModelError",
     "UnsupportedOpsetError",
     "first_line",
@@ -107,3 +109,11 @@ class InvalidInputError(Gpt2OnnxError):
 
 class BenchError(Gpt2OnnxError):
     """A benchmark could not run (a worker failed to start, load or measure)."""
+
+
+class ServerBusyError(Gpt2OnnxError):
+    """A server has no room for another request now (its queue is full); try again later."""
+
+
+class ServingError(Gpt2OnnxError):
+    """A server could not start, deploy or keep running (its cluster, its port, its replicas)."""
