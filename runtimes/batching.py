@@ -138,6 +138,8 @@ class BatchEngine:
         with self._condition:
             if self._closed:
                 raise ServerBusyError("the server is shutting down")
+            if len(self._waiting) >= self.options.max_waiting:  # cancelled requests hold no place
+                self._waiting = deque(ticket for ticket in self._waiting if not ticket.cancelled)
             if len(self._waiting) >= self.options.max_waiting:
                 raise ServerBusyError(f"the server is busy: {len(self._waiting)} requests wait already")
             ticket = Ticket(next(self._numbers), spec, sink)
@@ -147,7 +149,7 @@ class BatchEngine:
 
     def stats(self) -> EngineStats:
         with self._condition:
-            waiting = len(self._waiting)
+            waiting = sum(not ticket.cancelled for ticket in self._waiting)
         return EngineStats(waiting, len(self._running), self._batch.rows, self._batch.length)
 
     def step(self) -> bool:
@@ -248,7 +250,7 @@ class BatchEngine:
 
     def _fail(self, ticket: Ticket, exc: BaseException) -> None:
         error = exc if isinstance(exc, Gpt2OnnxError) else InferenceError(f"generation failed: {exc}")
-        log.error("request %d failed: %s", ticket.number, error)
+        log.warning("request %d failed: %s", ticket.number, error)
         self._send(ticket, RequestFailed(error))
         ticket.cancel()
         self._running.discard(ticket)

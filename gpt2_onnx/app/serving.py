@@ -1,0 +1,233 @@
+"""``gpt2-onnx serve`` on Ray Serve: a local Ray by default, an existing cluster by address.
+
+Each replica is a Ray actor that loads the export once with the runtime's own loading (no torch), runs one
+batching engine on it and answers HTTP through the OpenAI-compatible app (:mod:`gpt2_onnx.app.openai_api`);
+Serve's proxy spreads requests over the replicas and restarts a replica that dies.
+
+    client ──HTTP──> Serve proxy (host:port) ──> replica 1: FastAPI app → BatchEngine → ONNX Runtime session
+                                             └─> replica N: …
+
+Embedded (no address): Ray starts here with this machine's CPUs, no dashboard, a small object store (requests
+and answers are small; nothing large goes through it) and its files in a temporary folder of its own, removed at
+the end. With an address, the replicas go where the cluster's scheduler puts them; the export folder must be
+readable at the same path there, and gpt2-onnx[serve] installed in the cluster's Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import ray
+from ray import serve
+
+from gpt2_onnx.app.openai_api import ApiSettings, create_app
+from gpt2_onnx.errors import ManifestError, ServingError, first_line
+from gpt2_onnx.interrupts import signals_deferred
+from gpt2_onnx.manifest import Manifest, read_manifest
+from runtimes.api import TOKENIZER_FILE
+from runtimes.batching import BatchEngine, EngineOptions
+from runtimes.folder_checks import check_files, check_runtime_version
+from runtimes.providers import ProviderName
+from runtimes.session import RuntimeOptions
+
+__all__ = ["APP_NAME", "ReplicaConfig", "ServeConfig", "check_export", "serve_until_stopped"]
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "gpt2-onnx"  # the Serve application (and deployment) name
+NAMESPACE = "gpt2-onnx"
+OBJECT_STORE_BYTES = 100 * 1024 * 1024  # embedded Ray: near Ray's minimum; only small messages pass through it
+HEALTH_CHECK_PERIOD_S = 2.0  # a dead replica is noticed and replaced within a few seconds
+HEALTH_CHECK_TIMEOUT_S = 10.0
+SHUTDOWN_TIMEOUT_S = 5.0  # a stopping replica's requests get this long to finish
+PROXY_TIMEOUT_MARGIN_S = 30.0  # the proxy's own end-to-end limit stays behind the app's timeout
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """What every replica is built from (sent to the cluster with the deployment)."""
+
+    export: str  # the export folder, as a path each replica's node can read
+    api: ApiSettings
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    provider: ProviderName = "cpu"
+    threads: int | None = None  # ONNX Runtime intra-op threads per replica; None: its default
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What ``gpt2-onnx serve`` deploys, and where."""
+
+    replica: ReplicaConfig
+    host: str = "127.0.0.1"
+    port: int = 8000
+    replicas: int = 1
+    max_replicas: int | None = None  # > replicas: Serve autoscales between the two on ongoing requests
+    address: str | None = None  # None: a local Ray (embedded); else "auto" or "ray://HEAD:10001"
+    cpus_per_replica: float = 1.0  # Ray CPUs reserved by each replica
+    gpus_per_replica: float = 0.0
+    local_cpus: int | None = None  # embedded: the CPUs the local Ray offers; None: Ray counts them
+    log_level: int = logging.ERROR  # Ray's and Serve's own messages in this process (their files get the rest)
+
+    @property
+    def embedded(self) -> bool:
+        return self.address is None
+
+
+@serve.deployment(name=APP_NAME)
+@serve.ingress()
+class Gpt2OnnxReplica:
+    """One replica: the export loaded once, its batching loop, and the HTTP app over it."""
+
+    def __init__(self, config: ReplicaConfig) -> None:
+        runtime = RuntimeOptions(provider=config.provider, intra_op_threads=config.threads)
+        self._engine = BatchEngine.load(config.export, runtime, config.engine)
+        self._engine.start()
+        self._app = create_app(self._engine, config.api)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self._app
+
+    def check_health(self) -> None:
+        """Serve's periodic probe: a replica whose batching loop stopped is replaced."""
+        if not self._engine.alive:
+            raise ServingError("the batching loop stopped")
+
+    def __del__(self) -> None:
+        self._engine.close()
+
+
+def _deployment(config: ServeConfig) -> Any:
+    engine = config.replica.engine
+    ongoing = engine.max_rows + engine.max_waiting  # what one replica's engine holds
+    options: dict[str, Any] = {
+        "max_ongoing_requests": ongoing,
+        "max_queued_requests": max(1, engine.max_waiting),  # then the proxy answers 503 at once
+        "ray_actor_options": {"num_cpus": config.cpus_per_replica, "num_gpus": config.gpus_per_replica},
+        "health_check_period_s": HEALTH_CHECK_PERIOD_S,
+        "health_check_timeout_s": HEALTH_CHECK_TIMEOUT_S,
+        "graceful_shutdown_timeout_s": SHUTDOWN_TIMEOUT_S,
+        "graceful_shutdown_wait_loop_s": 0.5,
+    }
+    if config.max_replicas is not None and config.max_replicas > config.replicas:
+        options["autoscaling_config"] = {
+            "min_replicas": config.replicas,
+            "max_replicas": config.max_replicas,
+            "target_ongoing_requests": engine.max_rows,  # a full batch per replica, then another replica
+        }
+    else:
+        options["num_replicas"] = config.replicas
+    return cast("Any", Gpt2OnnxReplica).options(**options).bind(config.replica)
+
+
+def check_export(folder: Path) -> Manifest:
+    """The checks a replica's loading starts with (manifest, files, ONNX Runtime version, tokenizer), run here
+    first so that a bad folder is one line now rather than a failed deployment later."""
+    manifest = read_manifest(folder)
+    check_runtime_version(manifest)
+    check_files(folder, manifest, check_sizes=True)
+    if not (folder / TOKENIZER_FILE).is_file():
+        raise ManifestError(f"'{folder}' lacks {TOKENIZER_FILE}; serving needs the tokenizer")
+    return manifest
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port something here already listens on (the embedded proxy would fail later, less clearly)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ServingError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port") from exc
+
+
+@contextlib.contextmanager
+def _ray(config: ServeConfig) -> Iterator[None]:
+    """Ray connected for the block: started here (embedded) or joined by address; stopped or left after."""
+    temp = tempfile.mkdtemp(prefix="gpt2-onnx-ray-") if config.embedded else None
+    try:
+        if temp is not None:
+            ray.init(
+                num_cpus=config.local_cpus,
+                include_dashboard=False,
+                object_store_memory=OBJECT_STORE_BYTES,
+                _temp_dir=temp,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level=config.log_level,
+            )
+        else:
+            ray.init(address=config.address, namespace=NAMESPACE, log_to_driver=False, logging_level=config.log_level)
+    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError… for a bad address
+        where = "a local Ray" if temp is not None else f"the Ray cluster at '{config.address}'"
+        _remove(temp)
+        raise ServingError(f"cannot start or reach {where}: {first_line(exc)}") from exc
+    try:
+        yield
+    finally:
+        with signals_deferred():
+            ray.shutdown()
+            _remove(temp)
+
+
+def _remove(folder: str | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _deploy(config: ServeConfig) -> str:
+    """Start Serve's proxies (if not yet running) and the application; returns the URL of the API."""
+    timeout = config.replica.api.timeout_s + PROXY_TIMEOUT_MARGIN_S
+    logging.getLogger("ray.serve").setLevel(config.log_level)
+    quiet = {"log_level": "WARNING"}  # the replicas' and proxies' log files
+    http = {"host": config.host, "port": config.port, "request_timeout_s": timeout}
+    try:
+        serve.start(http_options=http, logging_config=quiet)
+        serve.run(_deployment(config), name=APP_NAME, route_prefix="/", logging_config=quiet)
+    except Exception as exc:  # a replica that cannot load the export fails the deployment
+        raise ServingError(f"the deployment failed: {_cause(exc)}") from exc
+    return f"http://{config.host}:{config.port}/v1"
+
+
+def _cause(exc: BaseException) -> str:
+    """The last line that names an error in Ray's report of a failed replica (its traceback is long)."""
+    lines = [line.strip() for line in str(exc).splitlines() if "Error" in line and ":" in line]
+    return lines[-1] if lines else first_line(exc)
+
+
+def _undeploy() -> None:
+    """Remove the application, its replicas drained first (graceful_shutdown_timeout_s). Other applications on a
+    cluster stay; an embedded Ray's own Serve actors end with it."""
+    with signals_deferred():
+        try:
+            serve.delete(APP_NAME)
+        except Exception as exc:  # the cluster went away meanwhile: nothing left to remove
+            log.warning("could not remove the application: %s", first_line(exc))
+
+
+def serve_until_stopped(config: ServeConfig, on_ready: Callable[[str], None], detach: bool = False) -> None:
+    """Deploy, call ``on_ready(url)``, and serve until interrupted (Ctrl-C, SIGTERM); then remove what this call
+    deployed. ``detach`` (a cluster only): return once deployed and leave the application running there."""
+    if config.embedded:
+        check_port_free(config.host, config.port)
+    with _ray(config):
+        deployed = False
+        try:
+            url = _deploy(config)
+            deployed = True
+            on_ready(url)
+            if detach:
+                return
+            while True:
+                time.sleep(1.0)
+        finally:
+            if not (deployed and detach):  # a failed deployment is removed too
+                _undeploy()
