@@ -26,20 +26,32 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def serve_command(export: Path | str) -> list[str]:
+    return [sys.executable, "-m", "gpt2_onnx", "serve", str(export)]
+
+
+def clean_environment() -> dict[str, str]:
+    """This environment without gpt2-onnx's and Ray's own variables (a test sets the ones it means)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(("GPT2_ONNX_", "RAY_"))}
+
+
 class ServeProcess:
     """One server: :meth:`start`, then :attr:`url`; :meth:`stop` always (a fixture's teardown)."""
 
-    def __init__(self, export: Path, logs: Path, *args: str) -> None:
-        self.port = free_port()
+    def __init__(
+        self, export: Path | str, logs: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._command = [sys.executable, "-m", "gpt2_onnx", "serve", str(export), "--port", str(self.port), *args]
+        self._command = [*serve_command(export), "--port", str(self.port), *args]
+        self._env = env or {}
         self._logs = logs
         self._process: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, psutil.Process] = {}  # every descendant seen, to end any left behind
         self.left_running: list[int] = []
 
     def start(self) -> ServeProcess:
-        env = {key: value for key, value in os.environ.items() if not key.startswith(("GPT2_ONNX_", "RAY_"))}
+        env = {**clean_environment(), **self._env}
         self._logs.mkdir(parents=True, exist_ok=True)
         with open(self._logs / "stdout.txt", "wb") as out, open(self._logs / "stderr.txt", "wb") as err:
             self._process = subprocess.Popen(

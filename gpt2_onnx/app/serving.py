@@ -36,10 +36,10 @@ from gpt2_onnx.manifest import Manifest, read_manifest
 from runtimes.api import TOKENIZER_FILE
 from runtimes.batching import BatchEngine, EngineOptions
 from runtimes.folder_checks import check_files, check_runtime_version
-from runtimes.providers import ProviderName
+from runtimes.providers import ProviderName, ensure_provider_loadable
 from runtimes.session import RuntimeOptions
 
-__all__ = ["APP_NAME", "ReplicaConfig", "ServeConfig", "check_export", "serve_until_stopped"]
+__all__ = ["APP_NAME", "Deployed", "ReplicaConfig", "ServeConfig", "check_here", "serve_until_stopped"]
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,12 @@ def _deployment(config: ServeConfig) -> Any:
     return cast("Any", Gpt2OnnxReplica).options(**options).bind(config.replica)
 
 
-def check_export(folder: Path) -> Manifest:
-    """The checks a replica's loading starts with (manifest, files, ONNX Runtime version, tokenizer), run here
-    first so that a bad folder is one line now rather than a failed deployment later."""
+def check_here(folder: Path, provider: ProviderName | None) -> Manifest:
+    """The checks a replica's loading starts with (manifest, files, ONNX Runtime version, tokenizer and, when
+    given, the provider), run here first: a bad folder or an unusable provider is one line now rather than a
+    failed deployment later (or replicas waiting forever for a GPU that is not there)."""
+    if provider is not None:
+        ensure_provider_loadable(provider)
     manifest = read_manifest(folder)
     check_runtime_version(manifest)
     check_files(folder, manifest, check_sizes=True)
@@ -183,8 +186,16 @@ def _remove(folder: str | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _deploy(config: ServeConfig) -> str:
-    """Start Serve's proxies (if not yet running) and the application; returns the URL of the API."""
+@dataclass(frozen=True)
+class Deployed:
+    """Where the API answers, and what the cluster did not take from the options."""
+
+    url: str
+    notes: tuple[str, ...] = ()
+
+
+def _deploy(config: ServeConfig) -> Deployed:
+    """Start Serve's proxies (unless the cluster runs them already) and the application."""
     timeout = config.replica.api.timeout_s + PROXY_TIMEOUT_MARGIN_S
     logging.getLogger("ray.serve").setLevel(config.log_level)
     quiet = {"log_level": "WARNING"}  # the replicas' and proxies' log files
@@ -194,12 +205,34 @@ def _deploy(config: ServeConfig) -> str:
         serve.run(_deployment(config), name=APP_NAME, route_prefix="/", logging_config=quiet)
     except Exception as exc:  # a replica that cannot load the export fails the deployment
         raise ServingError(f"the deployment failed: {_cause(exc)}") from exc
-    return f"http://{config.host}:{config.port}/v1"
+    host, port = _proxy_address(config)
+    notes: tuple[str, ...] = ()
+    if (host, port) != (config.host, config.port):  # Serve was running there already, with its own options
+        notes = (
+            f"Serve already ran on this cluster with its proxies on {host}:{port}; --host and --port do not apply",
+        )
+    return Deployed(f"http://{host}:{port}/v1", notes)
+
+
+def _proxy_address(config: ServeConfig) -> tuple[str, int]:
+    """The host and port Serve's proxies listen on (on a cluster, those of whoever started Serve first)."""
+    from ray.serve.context import _get_global_client  # Serve's own client; no public call returns its options
+
+    client = _get_global_client()
+    if client is None:  # Serve's controller is gone: nothing answers anywhere
+        raise ServingError("Serve stopped on the cluster while the application was deployed")
+    return str(client.http_config.host), int(client.http_config.port)
 
 
 def _cause(exc: BaseException) -> str:
-    """The last line that names an error in Ray's report of a failed replica (its traceback is long)."""
-    lines = [line.strip() for line in str(exc).splitlines() if "Error" in line and ":" in line]
+    """Why the deployment failed, in one line: the last error line of the replicas' report (Serve keeps it in the
+    deployment's status; the exception itself says only that the deployment failed)."""
+    reports = [str(exc)]
+    with contextlib.suppress(Exception):  # the status is a bonus; the exception stands without it
+        application = serve.status().applications.get(APP_NAME)
+        if application is not None:
+            reports += [status.message for status in application.deployments.values()]
+    lines = [line.strip() for text in reports for line in text.splitlines() if "Error" in line and ":" in line]
     return lines[-1] if lines else first_line(exc)
 
 
@@ -213,17 +246,17 @@ def _undeploy() -> None:
             log.warning("could not remove the application: %s", first_line(exc))
 
 
-def serve_until_stopped(config: ServeConfig, on_ready: Callable[[str], None], detach: bool = False) -> None:
-    """Deploy, call ``on_ready(url)``, and serve until interrupted (Ctrl-C, SIGTERM); then remove what this call
+def serve_until_stopped(config: ServeConfig, on_ready: Callable[[Deployed], None], detach: bool = False) -> None:
+    """Deploy, call ``on_ready``, and serve until interrupted (Ctrl-C, SIGTERM); then remove what this call
     deployed. ``detach`` (a cluster only): return once deployed and leave the application running there."""
     if config.embedded:
         check_port_free(config.host, config.port)
     with _ray(config):
         deployed = False
         try:
-            url = _deploy(config)
+            done = _deploy(config)
             deployed = True
-            on_ready(url)
+            on_ready(done)
             if detach:
                 return
             while True:

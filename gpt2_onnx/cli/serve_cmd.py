@@ -19,7 +19,7 @@ from gpt2_onnx.cli.options import provider_option
 from gpt2_onnx.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from gpt2_onnx.app.serving import ServeConfig
+    from gpt2_onnx.app.serving import Deployed, ServeConfig
     from runtimes.providers import ProviderName
 
 __all__ = ["serve"]
@@ -133,16 +133,21 @@ def serve(
       gpt2-onnx serve /shared/out --address ray://head:10001 --replicas 4 --detach
     """
     _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
+    verbose = bool(click.get_current_context().find_root().params.get("verbose"))
     if address is None:  # before Ray is imported: its services then listen on loopback only
         os.environ.setdefault(RAY_SINGLE_MACHINE, "0")
+    if not verbose:  # Ray's C++ core logs to stderr; its files keep everything
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         from gpt2_onnx.app import serving
         from gpt2_onnx.app.openai_api import ApiSettings
         from runtimes.batching import EngineOptions
     except ImportError as exc:
         raise click.ClickException(f"{EXTRA_HINT} ({exc})") from exc
-    if address is None or export.exists():  # on a cluster the folder may exist on its nodes only
-        serving.check_export(export)
+    if address is None:
+        serving.check_here(export, cast("ProviderName", provider))
+    elif export.exists():  # on a cluster the folder may exist on its nodes only, and the GPUs too
+        serving.check_here(export, None)
     cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
     api = ApiSettings(
         model_name=model_name or export.resolve().name,
@@ -166,19 +171,21 @@ def serve(
         address=address,
         cpus_per_replica=cpus,
         gpus_per_replica=gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda"),
-        log_level=logging.INFO if click.get_current_context().find_root().params.get("verbose") else logging.ERROR,
+        log_level=logging.INFO if verbose else logging.ERROR,
     )
     if not _is_loopback(host) and not api.api_key:
         click.echo(f"Warning: listening on {host} without an API key; anyone who reaches it can use it.", err=True)
     try:
-        serving.serve_until_stopped(config, lambda url: _announce(config, url, detach), detach)
+        serving.serve_until_stopped(config, lambda deployed: _announce(config, deployed, detach), detach)
     except KeyboardInterrupt:
         click.echo("Stopped.", err=True)  # the normal end of a server: exit status 0
 
 
-def _announce(config: ServeConfig, url: str, detach: bool) -> None:
+def _announce(config: ServeConfig, deployed: Deployed, detach: bool) -> None:
+    for note in deployed.notes:
+        click.echo(f"Warning: {note}.", err=True)
     top = config.max_replicas if config.max_replicas and config.max_replicas > config.replicas else None
     count = f"{config.replicas}-{top}" if top else str(config.replicas)
     where = "this machine" if config.address is None else f"the Ray cluster at {config.address}"
-    click.echo(f"Serving '{config.replica.api.model_name}' at {url} ({count} replica(s) on {where}).")
+    click.echo(f"Serving '{config.replica.api.model_name}' at {deployed.url} ({count} replica(s) on {where}).")
     click.echo("Detached: the API stays up on the cluster." if detach else "Press Ctrl-C to stop.")
