@@ -230,3 +230,16 @@ def listening_port() -> Iterator[int]:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         yield int(listener.getsockname()[1])
+
+
+def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> None:
+    from ray.serve import Application
+
+    from gpt2_onnx.app.serving import app_builder
+    from gpt2_onnx.errors import InvalidInputError
+
+    assert isinstance(app_builder({"export": str(tiny_export), "max_batch": 4, "api_key": "k"}), Application)
+    with pytest.raises(InvalidInputError, match="unknown args replicas; the args are export, model_name"):
+        app_builder({"export": str(tiny_export), "replicas": 2})
+    with pytest.raises(InvalidInputError, match="args lack 'export'"):
+        app_builder({})

@@ -21,6 +21,8 @@ import pytest
 from runtimes import GenerationOptions, Gpt2Onnx
 from tests.serve_process import ServeProcess, clean_environment, free_port, serve_command
 
+pytestmark = pytest.mark.slow  # about a minute: a Ray head and three deployments; not among the CI tests
+
 START_TIMEOUT_S = 120.0
 # The head and the commands that join it: loopback only (see gpt2_onnx.cli.serve_cmd), and Ray's token
 # authentication, which a driver given an explicit address turns on only when told.

@@ -30,7 +30,7 @@ import ray
 from ray import serve
 
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
-from gpt2_onnx.errors import ManifestError, ServingError, first_line
+from gpt2_onnx.errors import InvalidInputError, ManifestError, ServingError, first_line
 from gpt2_onnx.interrupts import signals_deferred
 from gpt2_onnx.manifest import Manifest, read_manifest
 from runtimes.api import TOKENIZER_FILE
@@ -39,7 +39,16 @@ from runtimes.folder_checks import check_files, check_runtime_version
 from runtimes.providers import ProviderName, ensure_provider_loadable
 from runtimes.session import RuntimeOptions
 
-__all__ = ["APP_NAME", "Deployed", "ReplicaConfig", "ServeConfig", "check_here", "serve_until_stopped"]
+__all__ = [
+    "APP_NAME",
+    "BUILDER_ARGS",
+    "Deployed",
+    "ReplicaConfig",
+    "ServeConfig",
+    "app_builder",
+    "check_here",
+    "serve_until_stopped",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,18 +115,22 @@ class Gpt2OnnxReplica:
         self._engine.close()
 
 
-def _deployment(config: ServeConfig) -> Any:
-    engine = config.replica.engine
-    ongoing = engine.max_rows + engine.max_waiting  # what one replica's engine holds
-    options: dict[str, Any] = {
-        "max_ongoing_requests": ongoing,
+def _replica_options(engine: EngineOptions) -> dict[str, Any]:
+    """The deployment options that follow from one replica's limits (whoever sets the replicas' number)."""
+    return {
+        "max_ongoing_requests": engine.max_rows + engine.max_waiting,  # what one replica's engine holds
         "max_queued_requests": max(1, engine.max_waiting),  # then the proxy answers 503 at once
-        "ray_actor_options": {"num_cpus": config.cpus_per_replica, "num_gpus": config.gpus_per_replica},
         "health_check_period_s": HEALTH_CHECK_PERIOD_S,
         "health_check_timeout_s": HEALTH_CHECK_TIMEOUT_S,
         "graceful_shutdown_timeout_s": SHUTDOWN_TIMEOUT_S,
         "graceful_shutdown_wait_loop_s": 0.5,
     }
+
+
+def _deployment(config: ServeConfig) -> Any:
+    engine = config.replica.engine
+    options = _replica_options(engine)
+    options["ray_actor_options"] = {"num_cpus": config.cpus_per_replica, "num_gpus": config.gpus_per_replica}
     if config.max_replicas is not None and config.max_replicas > config.replicas:
         options["autoscaling_config"] = {
             "min_replicas": config.replicas,
@@ -127,6 +140,42 @@ def _deployment(config: ServeConfig) -> Any:
     else:
         options["num_replicas"] = config.replicas
     return cast("Any", Gpt2OnnxReplica).options(**options).bind(config.replica)
+
+
+BUILDER_ARGS = {
+    # Serve config / RayService ``args`` → what they set (the command's option of the same meaning)
+    "export": "the export folder on the nodes (required)",
+    "model_name": "the name clients pass [the folder's name]",
+    "api_key": "require this Bearer key",
+    "provider": "cpu or cuda [cpu]",
+    "threads": "ONNX Runtime threads per replica [ONNX Runtime's default]",
+    "max_batch": "rows decoded together [16]",
+    "max_queue": "requests waiting per replica [64]",
+    "timeout": "seconds per request [300]",
+    "max_body_bytes": "[1048576]",
+}
+
+
+def app_builder(args: dict[str, Any]) -> Any:
+    """The application for a Serve config file or KubeRay's RayService (``import_path:
+    gpt2_onnx.app.serving:app_builder``, ``args`` from :data:`BUILDER_ARGS`); the config's ``deployments`` entry
+    sets the replicas, autoscaling and ``ray_actor_options``. Unknown or missing args are refused."""
+    unknown = sorted(set(args) - set(BUILDER_ARGS))
+    if unknown or "export" not in args:
+        problem = f"unknown args {', '.join(unknown)}" if unknown else "args lack 'export'"
+        raise InvalidInputError(f"{problem}; the args are {', '.join(BUILDER_ARGS)}")
+    export = str(args["export"])
+    engine = EngineOptions(max_rows=int(args.get("max_batch", 16)), max_waiting=int(args.get("max_queue", 64)))
+    api = ApiSettings(
+        model_name=str(args.get("model_name") or Path(export).name),
+        api_key=args.get("api_key") or None,
+        max_body_bytes=int(args.get("max_body_bytes", 1 << 20)),
+        timeout_s=float(args.get("timeout", 300.0)),
+    )
+    threads = args.get("threads")
+    provider = cast("ProviderName", str(args.get("provider", "cpu")))
+    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads))
+    return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)
 
 
 def check_here(folder: Path, provider: ProviderName | None) -> Manifest:
