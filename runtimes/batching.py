@@ -279,7 +279,11 @@ class BatchEngine:
                     self._condition.wait()
                 if self._closed:
                     return
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # a bug in a step: its requests fail, the loop (and the replica) goes on
+                log.exception("the batching loop's step failed")
+                self._fail_running(exc)
 
     def close(self) -> None:
         """Stop the loop; requests still waiting or running fail with ServerBusyError."""

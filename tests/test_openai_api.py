@@ -152,6 +152,19 @@ def test_bad_requests_get_openai_errors_and_the_app_keeps_serving(app: FastAPI, 
     assert complete(app, max_tokens=2).status_code == 200
 
 
+def test_a_chunked_body_is_cut_off_at_the_limit(app: FastAPI) -> None:
+    async def chunks() -> Any:  # no Content-Length: the size is only known as the bytes arrive
+        yield b'{"model": "tiny", "prompt": "'
+        for _ in range(10):
+            yield b"x" * 1000
+        yield b'"}'
+
+    response = call(
+        app, "POST", "/v1/completions", content=chunks(), headers={**AUTH, "Content-Type": "application/json"}
+    )
+    assert response.status_code == 413 and "exceeds 4096 bytes" in response.json()["error"]["message"]
+
+
 def test_other_routes(app: FastAPI) -> None:
     assert call(app, "GET", "/health", headers={}).json()["status"] == "ok"  # no key needed for the probe
     models = call(app, "GET", "/v1/models").json()
@@ -187,3 +200,21 @@ def test_a_full_queue_answers_503_at_once(stalled: tuple[FastAPI, BatchEngine]) 
     engine.submit(CompletionSpec((15496,), 4), lambda update: None)  # the one place in the queue
     response = complete(app, max_tokens=4)
     assert response.status_code == 503 and response.json()["error"]["code"] == "server_busy"
+
+
+def test_requests_open_when_the_replica_stops_get_503(tiny_export: Path) -> None:
+    engine = BatchEngine.load(tiny_export)  # its loop never runs: the request stays queued
+    app = create_app(engine, ApiSettings("tiny", timeout_s=60))
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://test") as client:
+            pending = asyncio.create_task(client.post("/v1/completions", json={"model": "tiny", "prompt": "Hi"}))
+            for _ in range(1000):
+                if engine.stats().waiting:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(engine.close)
+            return await pending
+
+    response = asyncio.run(go())
+    assert response.status_code == 503 and "shutting down" in response.json()["error"]["message"]

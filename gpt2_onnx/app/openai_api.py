@@ -151,6 +151,8 @@ def _timeout() -> ApiError:
 
 
 def _failed(exc: Gpt2OnnxError) -> ApiError:
+    if isinstance(exc, ServerBusyError):  # the replica is shutting down
+        return ApiError(503, str(exc), "server_error", code="server_busy")
     return ApiError(500, f"generation failed: {exc}", "server_error")
 
 

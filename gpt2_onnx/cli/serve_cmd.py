@@ -91,17 +91,34 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
 )
 @click.option("--model-name", default=None, help="The model name clients pass [default: the export folder's name].")
 @provider_option("ONNX Runtime execution provider of every replica; never silently replaced by another.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="ONNX Runtime threads per replica.")
-@click.option("--cpus-per-replica", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option(
+    "--threads", type=click.IntRange(min=1), default=None, help="ONNX Runtime threads per replica [its CPUs]."
+)
+@click.option(
+    "--cpus-per-replica",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Ray CPUs reserved by each replica [this machine's cores / replicas; 1 on a cluster].",
+)
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None, help="With --provider cuda [1].")
 @click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True, help="Rows decoded together.")
 @click.option(
-    "--max-queue", type=click.IntRange(min=0), default=64, show_default=True, help="Requests waiting per replica."
+    "--max-queue",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="Requests waiting per replica; one more is answered 503 at once.",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True, help="Seconds."
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a request may take, waiting included; then 504.",
 )
-@click.option("--max-body-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True)
+@click.option(
+    "--max-body-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Larger bodies: 413."
+)
 def serve(
     export: Path,
     host: str,
