@@ -11,8 +11,9 @@ For each export folder (GPT-2-small dimensions, ``random:gpt2`` seed 0: fp32 and
 
 The levels interleave: each round runs every level once (the order rotating from round to round), so that load
 from outside falls on all of them alike; the 1-minute load average is recorded beside each level. requests/s and
-tokens/s are over the levels' wall time (first request sent to last answer; run: the sum of its generation times),
-latencies per request over every round. Every text is compared with run's (greedy).
+tokens/s are each round's (first request sent to last answer; run: the sum of its generation times, after a
+warm-up prompt), the median over the rounds reported; latencies are per request over every round. Every text is
+compared with run's (greedy).
 
     python benchmarks/serve_load.py --exports benchmarks/out --rounds 3 --out benchmarks/results/STAMP-serve.json
 """
@@ -120,22 +121,22 @@ class Level:
     system: str
     replicas: int
     concurrency: int
-    wall_s: float = 0.0
+    rounds: list[tuple[int, int, float]] = field(default_factory=list)  # (requests, tokens, wall s) per round
     ttft_ms: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
-    tokens: int = 0
     equal: int = 0
     loads: list[float] = field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
-        count = len(self.latency_ms)
+        """Throughput: the median over the rounds (bursts of load from outside hit some rounds, not all)."""
         return {
             "system": self.system,
             "replicas": self.replicas,
             "concurrency": self.concurrency,
-            "requests": count,
-            "requests_per_s": round(count / self.wall_s, 3),
-            "tokens_per_s": round(self.tokens / self.wall_s, 1),
+            "requests": len(self.latency_ms),
+            "requests_per_s": round(float(np.median([n / wall for n, _, wall in self.rounds])), 3),
+            "tokens_per_s": round(float(np.median([t / wall for _, t, wall in self.rounds])), 1),
+            "requests_per_s_rounds": [round(n / wall, 3) for n, _, wall in self.rounds],
             "ttft_ms": percentiles(self.ttft_ms),
             "latency_ms": percentiles(self.latency_ms),
             "texts_equal_run": self.equal,
@@ -145,17 +146,17 @@ class Level:
 
 def run_round(export: Path, bodies: list[dict[str, Any]], level: Level) -> list[str]:
     """The requests one at a time through ``gpt2-onnx run`` (one process; its own timings per request)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as prompts:
-        prompts.write("\n".join(body["prompt"] for body in bodies) + "\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as prompts:  # a warm-up prompt first
+        prompts.write("\n".join(body["prompt"] for body in [bodies[0], *bodies]) + "\n")
     command = [sys.executable, "-m", "gpt2_onnx", "run", str(export), "--prompts", prompts.name, "--json"]
     command += ["-n", str(bodies[0]["max_tokens"]), "--threads", "2"]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     os.unlink(prompts.name)
-    results = [json.loads(line) for line in done.stdout.splitlines()]
-    level.wall_s += sum(r["timings"]["total_ms"] for r in results) / 1000
+    results = [json.loads(line) for line in done.stdout.splitlines()][1:]
+    wall = sum(r["timings"]["total_ms"] for r in results) / 1000
+    level.rounds.append((len(results), sum(len(r["token_ids"]) for r in results), wall))
     level.ttft_ms += [r["timings"]["prefill_ms"] for r in results]
     level.latency_ms += [r["timings"]["total_ms"] for r in results]
-    level.tokens += sum(len(r["token_ids"]) for r in results)
     level.loads.append(os.getloadavg()[0])
     return [r["text"] for r in results]
 
@@ -204,11 +205,11 @@ def serve_round(url: str, bodies: list[dict[str, Any]], level: Level, expected: 
         thread.start()
     for thread in threads:
         thread.join()
-    level.wall_s += time.perf_counter() - start
+    wall = time.perf_counter() - start
     ordered = [outcomes[i] for i in range(len(bodies))]
+    level.rounds.append((len(ordered), sum(o[3] for o in ordered), wall))
     level.ttft_ms += [1000 * o[0] for o in ordered]
     level.latency_ms += [1000 * o[1] for o in ordered]
-    level.tokens += sum(o[3] for o in ordered)
     level.loads.append(os.getloadavg()[0])
     texts = [o[2] for o in ordered]
     if expected is not None:

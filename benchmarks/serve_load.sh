@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpt2-onnx serve under load (1, 4, 16 clients; 1 and 2 replicas) beside the same requests one at a time through
 # gpt2-onnx run: benchmarks/serve_load.py. GPT-2-small dimensions (random:gpt2, seed 0), fp32 and int4. Writes
-# benchmarks/results/<stamp>-serve.{json,md}. About 10 minutes on 2 cores; the machine should be otherwise idle.
+# benchmarks/results/<stamp>-serve.{json,md}. About 12 minutes on 2 cores; the machine should be otherwise idle.
 #
 #   benchmarks/serve_load.sh
 #   REQUESTS=8 ROUNDS=5 MAX_TOKENS=64 benchmarks/serve_load.sh
@@ -19,5 +19,5 @@ for name in fp32 int4; do
 done
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-"$PYTHON" benchmarks/serve_load.py --exports "$OUT" --requests "${REQUESTS:-16}" --rounds "${ROUNDS:-3}" \
+"$PYTHON" benchmarks/serve_load.py --exports "$OUT" --requests "${REQUESTS:-16}" --rounds "${ROUNDS:-5}" \
   --max-tokens "${MAX_TOKENS:-32}" --out "benchmarks/results/$stamp-serve.json"
