@@ -243,3 +243,11 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
         app_builder({"export": str(tiny_export), "replicas": 2})
     with pytest.raises(InvalidInputError, match="args lack 'export'"):
         app_builder({})
+
+
+def test_the_api_key_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx.cli.serve_cmd import serve
+
+    monkeypatch.setenv("GPT2_ONNX_API_KEY", "from-env")
+    assert serve.make_context("serve", ["out"]).params["api_key"] == "from-env"
+    assert serve.make_context("serve", ["out", "--api-key", "given"]).params["api_key"] == "given"
