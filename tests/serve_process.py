@@ -72,6 +72,11 @@ class ServeProcess:
             time.sleep(0.5)
         raise AssertionError(f"serve not ready after {READY_TIMEOUT_S} s: {self.stderr()[-3000:]}")
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "not started"
+        return self._process.pid
+
     def healthy(self) -> bool:
         try:
             return httpx2.get(f"{self.url}/health", timeout=5).status_code == 200

@@ -194,12 +194,7 @@ def test_ctrl_c_stops_the_server_and_everything_it_started(tiny_export: Path, tm
     code = process.stop()
     assert code == 0 and process.left_running == []
     assert "Serving 'tiny' at http://127.0.0.1:" in process.stdout() and "Stopped." in process.stderr()
-    assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{_pid(process)}")), "Ray's folder was removed"
-
-
-def _pid(process: ServeProcess) -> int:
-    assert process._process is not None
-    return process._process.pid
+    assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{process.pid}")), "Ray's folder was removed"
 
 
 @pytest.mark.parametrize(
