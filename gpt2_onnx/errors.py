@@ -25,6 +25,8 @@ __all__ = [
     "ParityError",
     "ProviderUnavailableError",
     "RuntimeVersionError",
+    "ServerBusyError",
+    "ServingError",
     "SourceMismatchError",
     "UnsupportedModelError",
     "UnsupportedOpsetError",
@@ -159,3 +161,11 @@ class MissingDependencyError(Gpt2OnnxError):
 
 class BenchError(Gpt2OnnxError):
     """A benchmark could not run (a worker failed to start, load or measure)."""
+
+
+class ServerBusyError(Gpt2OnnxError):
+    """A server has no room for another request now (its queue is full); try again later."""
+
+
+class ServingError(Gpt2OnnxError):
+    """A server could not start, deploy or keep running (its cluster, its port, its replicas)."""

@@ -6,7 +6,8 @@ count as much as those at the top):
 
 - the core imports neither adapter, nor the application layer, nor the CLI, nor torch or ONNX Runtime;
 - the adapters import the core (and their own package) alone: never each other, the application layer or the CLI;
-- gpt2_onnx_runtimes never imports torch, transformers or a server framework;
+- gpt2_onnx_runtimes never imports torch, transformers or a server framework; only the application layer imports
+  Ray, FastAPI and the like;
 - the application layer is the only code that imports both adapters, and imports them at module top level;
 - the CLI imports the core and the application layer, never an adapter directly.
 """
@@ -14,6 +15,8 @@ count as much as those at the top):
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +37,13 @@ ALLOWED: dict[str, set[str]] = {
     APP: {CORE, EXPORTERS, RUNTIMES, APP},
     CLI: {CORE, APP, CLI},
 }
+SERVING = {"ray", "fastapi", "starlette", "pydantic", "uvicorn", "openai"}  # the application layer's alone
 # Third-party packages a layer must not import (the PyTorch side's and the server's stay out of the runtime side).
 FORBIDDEN: dict[str, set[str]] = {
-    CORE: {"torch", "transformers", "onnxruntime", "onnxscript", "onnxsim", "ray", "fastapi", "starlette"},
-    RUNTIMES: {"torch", "transformers", "onnxscript", "onnxsim", "safetensors", "ray", "fastapi", "starlette"},
-    EXPORTERS: {"onnxruntime", "ray", "fastapi", "starlette"},
-    CLI: {"torch", "transformers", "onnxruntime", "onnxscript", "ray"},
+    CORE: {"torch", "transformers", "onnxruntime", "onnxscript", "onnxsim", *SERVING},
+    RUNTIMES: {"torch", "transformers", "onnxscript", "onnxsim", "safetensors", *SERVING},
+    EXPORTERS: {"onnxruntime", *SERVING},
+    CLI: {"torch", "transformers", "onnxruntime", "onnxscript", *SERVING},
 }
 
 
@@ -167,3 +171,15 @@ def test_the_rules_themselves(module: str, target: str, expected: bool) -> None:
     source, layer = layer_of(module), _target_layer(target)
     assert source is not None and layer is not None
     assert (layer in ALLOWED[source]) is expected
+
+
+def test_the_cli_loads_neither_the_application_layer_nor_ray_until_a_command_runs() -> None:
+    code = "import sys, gpt2_onnx.cli; assert not {'ray', 'fastapi', 'gpt2_onnx.app'} & set(sys.modules), sys.modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_replica_loads_no_torch() -> None:
+    code = "import sys, gpt2_onnx.app.serving; assert not {'torch', 'transformers'} & set(sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -257,8 +257,8 @@ def test_api_rejects_bad_past(api: Gpt2Onnx) -> None:
 
 
 def test_library_code_reads_no_environment_variables() -> None:
-    """Configuration is passed explicitly; only the CLI touches the environment (to quiet libraries, and to find
-    the user's cache folder)."""
+    """Configuration is passed explicitly; only the CLI touches the environment (to quiet libraries, to find the
+    user's cache folder, and for serve, to keep an embedded Ray on loopback)."""
     root = Path(__file__).resolve().parents[1]
     found = [
         path.relative_to(root).as_posix()

@@ -107,9 +107,10 @@ def _register() -> None:
     from gpt2_onnx.cli.bench_cmd import bench
     from gpt2_onnx.cli.export_cmd import export
     from gpt2_onnx.cli.run_cmd import run
+    from gpt2_onnx.cli.serve_cmd import serve
     from gpt2_onnx.cli.verify_cmd import verify
 
-    for command in (export, run, verify, bench):
+    for command in (export, run, verify, bench, serve):
         cli.add_command(command)
 
 

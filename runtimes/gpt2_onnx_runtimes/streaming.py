@@ -8,10 +8,10 @@ from dataclasses import replace
 from gpt2_onnx_runtimes.generation import Generation, GenerationResult
 from gpt2_onnx_runtimes.tokenizer import IncrementalDecoder, TextTokenizer
 
-__all__ = ["TextStream", "stream_text"]
+__all__ = ["TextStream", "held_back", "stream_text"]
 
 
-def _held_back(text: str, stops: Sequence[str]) -> int:
+def held_back(text: str, stops: Sequence[str]) -> int:
     """Length of the longest end of ``text`` that could still grow into a stop string."""
     longest = 0
     for stop in stops:
@@ -36,7 +36,7 @@ def stream_text(generation: Generation, tokenizer: TextTokenizer, stops: Sequenc
             if len(result.text) > emitted:
                 yield result.text[emitted:]
             return
-        ready = len(decoded) - _held_back(decoded, stops)
+        ready = len(decoded) - held_back(decoded, stops)
         if ready > emitted:
             yield decoded[emitted:ready]
             emitted = ready

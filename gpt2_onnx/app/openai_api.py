@@ -1,0 +1,234 @@
+"""The OpenAI-compatible HTTP API over one batching engine: a FastAPI app, usable with or without Ray Serve.
+
+Routes: ``POST /v1/completions`` (JSON or server-sent events), ``GET /v1/models``, ``GET /v1/models/{id}``, and
+``GET /health``. Chat routes answer 400 (GPT-2 has no chat template). Every other path is a 404, every refusal an
+OpenAI-style error body. The guard in front of the routes (:mod:`gpt2_onnx.app.guard`) checks the API key and the
+body size before anything reads the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from gpt2_onnx.app.completions import ChoiceAnswer, CompletionRun, finish_word, logprobs_body
+from gpt2_onnx.app.guard import Guard, json_error
+from gpt2_onnx.app.openai_schema import (
+    ApiError,
+    CompletionRequest,
+    Prompt,
+    choice_seeds,
+    completion_id,
+    now,
+    parse_request,
+    prompt_list,
+    stop_list,
+)
+from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ServerBusyError
+from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec
+from gpt2_onnx_runtimes.batching import BatchEngine
+from gpt2_onnx_runtimes.token_selection import SamplingParams
+
+__all__ = ["ApiSettings", "create_app"]
+
+
+OWNER = "gpt2-onnx"
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the HTTP layer enforces."""
+
+    model_name: str  # the name clients pass as "model"
+    api_key: str | None = None  # None: no key asked for
+    max_body_bytes: int = 1 << 20  # larger request bodies are refused (413) before they are read
+    timeout_s: float = 300.0  # a request's whole time, queue included; then 504 (or an error event in a stream)
+
+
+def create_app(engine: BatchEngine, settings: ApiSettings) -> FastAPI:
+    """The app serving ``engine`` (whose loop must be running: :meth:`BatchEngine.start`)."""
+    app = FastAPI(title="gpt2-onnx", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        return json_error(exc)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:  # unknown route, wrong method
+        message = f"no route {request.method} {request.url.path}" if exc.status_code in (404, 405) else str(exc.detail)
+        return json_error(ApiError(exc.status_code, message))
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        stats = engine.stats()
+        return {"status": "ok", "waiting": stats.waiting, "running": stats.running}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model_card(settings.model_name)]}
+
+    @app.get("/v1/models/{model_id}")
+    async def model(model_id: str) -> dict[str, Any]:
+        _check_model(model_id, settings.model_name)
+        return _model_card(settings.model_name)
+
+    @app.api_route("/v1/chat/completions", methods=["GET", "POST"])
+    async def chat() -> Response:
+        raise ApiError(
+            400,
+            "GPT-2 has no chat template, so this server has no chat route; send a prompt to POST /v1/completions",
+            code="unsupported_endpoint",
+        )
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        deadline = asyncio.get_running_loop().time() + settings.timeout_s
+        body = parse_request(_decode_json(await request.body()))
+        _check_model(body.model, settings.model_name)
+        job = _Completion(engine, body, settings.model_name)
+        run = job.submit()
+        if body.stream:
+            headers = {"Cache-Control": "no-cache"}
+            return StreamingResponse(job.events(run, deadline), media_type="text/event-stream", headers=headers)
+        return JSONResponse(await job.answer(run, deadline))
+
+    return app
+
+
+def _model_card(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": OWNER}
+
+
+def _check_model(given: str, served: str) -> None:
+    if given != served:
+        raise ApiError(
+            404,
+            f"the model '{given}' does not exist; this server serves '{served}'",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def _decode_json(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+
+
+def _spec(engine: BatchEngine, prompt: Prompt, body: CompletionRequest) -> CompletionSpec:
+    """One prompt of the request as the engine takes it (OpenAI's defaults where the body says nothing)."""
+    ids = prompt.ids if prompt.ids is not None else tuple(engine.tokenizer.encode(prompt.text or ""))
+    if not ids:
+        raise ApiError(400, "'prompt' encodes to no token", param="prompt")
+    try:
+        sampling = SamplingParams(
+            temperature=1.0 if body.temperature is None else body.temperature,  # OpenAI's default samples
+            top_p=1.0 if body.top_p is None else body.top_p,
+        )
+        return CompletionSpec(
+            prompt_ids=ids,
+            max_new_tokens=16 if body.max_tokens is None else body.max_tokens,
+            sampling=sampling,
+            seeds=choice_seeds(body),
+            stop=stop_list(body),
+            logprobs=body.logprobs,
+        )
+    except InvalidInputError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+def _timeout() -> ApiError:
+    return ApiError(504, "the request did not finish within the server's timeout", "server_error", code="timeout")
+
+
+def _failed(exc: Gpt2OnnxError) -> ApiError:
+    if isinstance(exc, ServerBusyError):  # the replica is shutting down
+        return ApiError(503, str(exc), "server_error", code="server_busy")
+    return ApiError(500, f"generation failed: {exc}", "server_error")
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+class _Completion:
+    """One POST /v1/completions: its prompts as the engine's specs, their choices' answers, and the bodies."""
+
+    def __init__(self, engine: BatchEngine, body: CompletionRequest, model: str) -> None:
+        self.engine, self.body, self.n = engine, body, body.n or 1
+        prompts = prompt_list(body.prompt)
+        self.specs = [_spec(engine, prompt, body) for prompt in prompts]
+        self.answers: list[ChoiceAnswer] = []
+        for number, (prompt, spec) in enumerate(zip(prompts, self.specs, strict=True)):
+            text = prompt.text if prompt.text is not None else engine.tokenizer.decode(spec.prompt_ids)
+            prefix = text if body.echo else ""
+            self.answers += [ChoiceAnswer(number * self.n + choice, prefix) for choice in range(self.n)]
+        self.head = {"id": completion_id(), "object": "text_completion", "created": now(), "model": model}
+
+    def submit(self) -> CompletionRun:
+        try:
+            return CompletionRun(self.engine, self.specs)
+        except InvalidInputError as exc:
+            raise ApiError(400, str(exc)) from None
+        except ServerBusyError as exc:
+            raise ApiError(503, str(exc), "server_error", code="server_busy") from None
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(len(spec.prompt_ids) for spec in self.specs)
+        completion = sum(len(answer.token_ids) for answer in self.answers)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    async def answer(self, run: CompletionRun, deadline: float) -> dict[str, Any]:
+        """The whole completion, once every choice has finished."""
+        try:
+            async for number, update in run.updates(deadline):
+                self.answers[number * self.n + update.choice].add(update)
+        except asyncio.TimeoutError:
+            raise _timeout() from None
+        except Gpt2OnnxError as exc:
+            raise _failed(exc) from None
+        with_logprobs = self.body.logprobs is not None
+        choices = [answer.body(self.engine.tokenizer, with_logprobs) for answer in self.answers]
+        return {**self.head, "choices": choices, "usage": self.usage(), "system_fingerprint": None}
+
+    async def events(self, run: CompletionRun, deadline: float) -> AsyncIterator[str]:
+        """The stream: a chunk per choice update that carries text or an end, usage if asked, then [DONE]; a
+        failure or the timeout mid-stream is an error event before [DONE]."""
+        try:
+            async for number, update in run.updates(deadline):
+                choice = self._chunk(self.answers[number * self.n + update.choice], update)
+                if choice is not None:
+                    yield _sse({**self.head, "choices": [choice]})
+            if self.body.stream_options is not None and self.body.stream_options.include_usage:
+                yield _sse({**self.head, "choices": [], "usage": self.usage()})
+        except asyncio.TimeoutError:
+            yield _sse(_timeout().body())
+        except Gpt2OnnxError as exc:
+            yield _sse(_failed(exc).body())
+        yield "data: [DONE]\n\n"
+
+    def _chunk(self, answer: ChoiceAnswer, update: ChoiceUpdate) -> dict[str, Any] | None:
+        first = not answer.token_ids
+        offset = len(answer.prefix) + sum(len(chunk) for chunk in answer.chunks)
+        answer.add(update)
+        text = (answer.prefix if first else "") + update.text
+        logprobs = None
+        if update.logprobs is not None:
+            logprobs = logprobs_body(self.engine.tokenizer, [update.token_id], [update.logprobs], offset)
+        if not (text or logprobs or update.finish_reason):
+            return None
+        return {
+            "text": text,
+            "index": answer.index,
+            "logprobs": logprobs,
+            "finish_reason": finish_word(update.finish_reason),
+        }

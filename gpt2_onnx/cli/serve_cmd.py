@@ -1,0 +1,207 @@
+"""``gpt2-onnx serve``: an OpenAI-compatible completions API over an export folder, on Ray Serve.
+
+The application layer (Ray, FastAPI) is imported only when the command runs, so the rest of the CLI works
+without the ``serve`` extra. The API key may come from GPT2_ONNX_API_KEY: read here, by click, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import click
+
+from gpt2_onnx.cli.options import provider_option
+from gpt2_onnx.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from gpt2_onnx.app.serving import Deployed, ServeConfig
+    from gpt2_onnx.providers import ProviderName
+
+__all__ = ["serve"]
+
+API_KEY_VARIABLE = "GPT2_ONNX_API_KEY"
+# Ray's switch to single-machine mode (named for Windows and macOS, where it is the default): the node's address
+# becomes 127.0.0.1, so the embedded Ray's own services (GCS, raylet, workers) listen and talk on loopback only.
+RAY_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+EXTRA_HINT = "gpt2-onnx serve needs the serve extra: pip install 'gpt2-onnx[serve]'"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_options(
+    address: str | None,
+    detach: bool,
+    replicas: int,
+    max_replicas: int | None,
+    provider: str,
+    gpus_per_replica: float | None,
+) -> None:
+    """Refuse combinations that would otherwise be ignored."""
+    if detach and address is None:
+        raise InvalidInputError("--detach needs --address: an embedded Ray ends with this command")
+    if max_replicas is not None and max_replicas < replicas:
+        raise InvalidInputError(f"--max-replicas ({max_replicas}) must be at least --replicas ({replicas})")
+    if gpus_per_replica and provider != "cuda":
+        raise InvalidInputError("--gpus-per-replica needs --provider cuda")
+
+
+def _cpus_per_replica(given: float | None, address: str | None, replicas: int, max_replicas: int | None) -> float:
+    if given is not None:
+        return given
+    if address is not None:
+        return 1.0  # a cluster's nodes differ; one CPU each unless told
+    return max(0.5, (os.cpu_count() or 1) / max(replicas, max_replicas or 0))  # embedded: this machine, shared
+
+
+@click.command()
+@click.argument("export", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--replicas", type=click.IntRange(min=1), default=1, show_default=True, help="Copies of the model.")
+@click.option(
+    "--max-replicas",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Autoscale between --replicas and this many replicas on the requests in progress.",
+)
+@click.option(
+    "--address",
+    default=None,
+    help="Deploy on an existing Ray cluster ('auto', or ray://HEAD:10001); without it a local Ray starts here.",
+)
+@click.option("--detach", is_flag=True, help="With --address: deploy, then exit, leaving the API running there.")
+@click.option(
+    "--api-key",
+    envvar=API_KEY_VARIABLE,
+    show_envvar=True,
+    default=None,
+    help="Require 'Authorization: Bearer KEY' on every request (the health route excepted).",
+)
+@click.option("--model-name", default=None, help="The model name clients pass [default: the export folder's name].")
+@provider_option("ONNX Runtime execution provider of every replica; never silently replaced by another.")
+@click.option(
+    "--threads", type=click.IntRange(min=1), default=None, help="ONNX Runtime threads per replica [its CPUs]."
+)
+@click.option(
+    "--cpus-per-replica",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Ray CPUs reserved by each replica [this machine's cores / replicas; 1 on a cluster].",
+)
+@click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None, help="With --provider cuda [1].")
+@click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True, help="Rows decoded together.")
+@click.option(
+    "--max-queue",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="Requests waiting per replica; one more is answered 503 at once.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a request may take, waiting included; then 504.",
+)
+@click.option(
+    "--max-body-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Larger bodies: 413."
+)
+def serve(
+    export: Path,
+    host: str,
+    port: int,
+    replicas: int,
+    max_replicas: int | None,
+    address: str | None,
+    detach: bool,
+    api_key: str | None,
+    model_name: str | None,
+    provider: str,
+    threads: int | None,
+    cpus_per_replica: float | None,
+    gpus_per_replica: float | None,
+    max_batch: int,
+    max_queue: int,
+    timeout: float,
+    max_body_bytes: int,
+) -> None:
+    """Serve an EXPORT folder through an OpenAI-compatible completions API.
+
+    Without --address a local Ray starts on this machine and stops with the command (Ctrl-C). Requests that
+    arrive while others generate join the running batch at its next step.
+
+    \b
+    Examples:
+      gpt2-onnx serve out                                   # http://127.0.0.1:8000/v1
+      gpt2-onnx serve out --replicas 2 --api-key secret
+      gpt2-onnx serve /shared/out --address ray://head:10001 --replicas 4 --detach
+    """
+    _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
+    verbose = bool(click.get_current_context().find_root().params.get("verbose"))
+    if address is None:  # before Ray is imported: its services then listen on loopback only
+        os.environ.setdefault(RAY_SINGLE_MACHINE, "0")
+    if not verbose:  # Ray's C++ core logs to stderr; its files keep everything
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    try:
+        from gpt2_onnx.app import serving
+        from gpt2_onnx.app.openai_api import ApiSettings
+    except ImportError as exc:
+        raise click.ClickException(f"{EXTRA_HINT} ({exc})") from exc
+    if address is None:
+        serving.check_here(export, cast("ProviderName", provider))
+    elif export.exists():  # on a cluster the folder may exist on its nodes only, and the GPUs too
+        serving.check_here(export, None)
+    cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
+    api = ApiSettings(
+        model_name=model_name or export.resolve().name,
+        api_key=api_key or None,
+        max_body_bytes=max_body_bytes,
+        timeout_s=timeout,
+    )
+    replica = serving.ReplicaConfig(
+        export=str(export.resolve()),
+        api=api,
+        engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
+        provider=cast("ProviderName", provider),  # click.Choice admits only these names
+        threads=threads if threads is not None or provider == "cuda" else max(1, math.floor(cpus)),
+    )
+    config = serving.ServeConfig(
+        replica=replica,
+        host=host,
+        port=port,
+        replicas=replicas,
+        max_replicas=max_replicas,
+        address=address,
+        cpus_per_replica=cpus,
+        gpus_per_replica=gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda"),
+        log_level=logging.INFO if verbose else logging.ERROR,
+    )
+    if not _is_loopback(host) and not api.api_key:
+        click.echo(f"Warning: listening on {host} without an API key; anyone who reaches it can use it.", err=True)
+    try:
+        serving.serve_until_stopped(config, lambda deployed: _announce(config, deployed, detach), detach)
+    except KeyboardInterrupt:
+        click.echo("Stopped.", err=True)  # the normal end of a server: exit status 0
+
+
+def _announce(config: ServeConfig, deployed: Deployed, detach: bool) -> None:
+    for note in deployed.notes:
+        click.echo(f"Warning: {note}.", err=True)
+    top = config.max_replicas if config.max_replicas and config.max_replicas > config.replicas else None
+    count = f"{config.replicas}-{top}" if top else str(config.replicas)
+    where = "this machine" if config.address is None else f"the Ray cluster at {config.address}"
+    click.echo(f"Serving '{config.replica.api.model_name}' at {deployed.url} ({count} replica(s) on {where}).")
+    click.echo("Detached: the API stays up on the cluster." if detach else "Press Ctrl-C to stop.")

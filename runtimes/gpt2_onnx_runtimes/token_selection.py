@@ -1,0 +1,77 @@
+"""One row's next token and its log-probabilities, for the batching engine (:mod:`gpt2_onnx_runtimes.batching`).
+
+Every token the engine chooses goes through :func:`choose_token`, the one place that calls the sampling code, so that a
+change of processors reaches served requests at once. It applies what :class:`gpt2_onnx_runtimes.generation.Generation`
+applies to a row, in the same order and on the same numbers (repetition penalty, then greedy or temperature, top-k,
+top-p with the row's own generator), so a served request draws exactly the tokens ``gpt2-onnx run`` draws for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_runtimes.sampling import apply_repetition_penalty, greedy, sample
+
+__all__ = ["MAX_LOGPROBS", "SamplingParams", "TokenLogprobs", "choose_token", "token_logprobs"]
+
+MAX_LOGPROBS = 20  # most alternatives reported per token
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request chooses tokens. ``temperature`` 0 is greedy (top-k and top-p then play no part)."""
+
+    temperature: float = 0.0  # 0: greedy; > 0: sampling at that temperature
+    top_p: float = 1.0  # nucleus mass, in (0, 1]
+    top_k: int = 0  # 0 keeps every token
+    repetition_penalty: float = 1.0  # > 0; 1 is off; applies to greedy too, as in transformers
+
+    def __post_init__(self) -> None:
+        if not self.temperature >= 0:
+            raise InvalidInputError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise InvalidInputError(f"top_p must lie in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise InvalidInputError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if not self.repetition_penalty > 0:
+            raise InvalidInputError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """The chosen token's log-probability and the ``top`` most likely tokens', under the model's own distribution
+    (log-softmax of the logits, before penalty, temperature and filtering)."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...]  # (token id, log-probability), most likely first
+
+
+def choose_token(
+    logits: np.ndarray, history: Sequence[int], params: SamplingParams, generator: np.random.Generator
+) -> int:
+    """The next token of one row from its logits (V,); ``history`` is the row's prompt and generated ids."""
+    row = logits[None, :]  # (1, V): the sampling functions take batches
+    row = apply_repetition_penalty(row, [history], params.repetition_penalty)
+    if params.greedy:
+        return int(greedy(row)[0])
+    return int(sample(row, params.temperature, params.top_k, params.top_p, [generator])[0])
+
+
+def token_logprobs(logits: np.ndarray, token: int, top: int) -> TokenLogprobs:
+    """``token``'s log-probability under logits (V,) and the ``top`` most likely tokens' (0 <= top <= 20)."""
+    shifted = logits.astype(np.float64) - float(logits.max())
+    logprobs = shifted - np.log(np.exp(shifted).sum())  # (V,)
+    best: list[tuple[int, float]] = []
+    if top > 0:
+        picked = np.argpartition(-logprobs, top - 1)[:top]
+        ordered = picked[np.argsort(-logprobs[picked], kind="stable")]
+        best = [(int(t), float(logprobs[t])) for t in ordered]
+    return TokenLogprobs(float(logprobs[token]), tuple(best))

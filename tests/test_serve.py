@@ -1,0 +1,243 @@
+"""``gpt2-onnx serve`` end to end: one server (a local Ray, one replica, the tiny export) on a loopback port for
+the module, driven by the official OpenAI client and plain HTTP; then Ctrl-C ends it and every process it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import socket
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+from click.testing import CliRunner
+
+from gpt2_onnx.cli import cli
+from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from tests.helpers import one_error_line
+from tests.serve_process import ServeProcess
+
+KEY = "serve-test-key"
+PROMPT = "The meaning of life is"
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "he",
+    "for",
+    "it",
+    "with",
+    "as",
+    "his",
+    "on",
+    "be",
+    "at",
+    "by",
+    "had",
+    "are",
+    "but",
+    "from",
+    "or",
+    "have",
+    "an",
+    "they",
+    "which",
+    "one",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    process = ServeProcess(tiny_export, tmp_path_factory.mktemp("serve-logs"), "--api-key", KEY, "--max-batch", "8")
+    try:
+        yield process.start()
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServeProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_export: Path) -> Gpt2Onnx:
+    return Gpt2Onnx.load(tiny_export)
+
+
+def run_json(export: Path, *args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["run", str(export), "--json", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return dict(json.loads(result.stdout))
+
+
+def test_completion_equals_gpt2_onnx_run(client: openai.OpenAI, tiny_export: Path) -> None:
+    expected = run_json(tiny_export, "-p", PROMPT, "-n", "16")
+    answer = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=16, temperature=0)
+    assert answer.choices[0].text == expected["text"]
+    assert answer.choices[0].finish_reason == ("length" if expected["finish_reason"] == "length" else "stop")
+    assert answer.usage is not None and answer.usage.completion_tokens == len(expected["token_ids"])
+
+
+def test_streamed_chunks_concatenate_to_the_same_text(client: openai.OpenAI, tiny_export: Path) -> None:
+    expected = run_json(tiny_export, "-p", PROMPT, "-n", "16")["text"]
+    stream = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=16, temperature=0, stream=True)
+    chunks = [chunk.choices[0].text for chunk in stream if chunk.choices]
+    assert len(chunks) > 1 and "".join(chunks) == expected
+
+
+def test_n_choices_with_a_seed_repeat_exactly(client: openai.OpenAI, tiny_export: Path) -> None:
+    def ask() -> list[str]:
+        answer = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=12, n=3, seed=42, temperature=0.9)
+        return [choice.text for choice in sorted(answer.choices, key=lambda c: c.index)]
+
+    first = ask()
+    assert ask() == first and len(set(first)) > 1
+    for index, text in enumerate(first):  # choice i samples as `gpt2-onnx run --sample --seed 42+i`
+        args = ["-p", PROMPT, "-n", "12", "--sample", "--temperature", "0.9", "--seed", str(42 + index)]
+        assert text == run_json(tiny_export, *args)["text"]
+
+
+def _request(index: int) -> dict[str, Any]:
+    """Request ``index`` of the load: prompt lengths 1..~60 tokens, greedy or seeded sampling."""
+    rng = random.Random(index)
+    body: dict[str, Any] = {
+        "prompt": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 60))),
+        "max_tokens": rng.randint(4, 24),
+    }
+    body.update({"temperature": 0} if index % 2 == 0 else {"temperature": 0.8, "top_p": 0.9, "seed": index})
+    return body
+
+
+def _alone(model: Gpt2Onnx, body: dict[str, Any]) -> str:
+    sampled = body["temperature"] > 0
+    drawn = {"temperature": body["temperature"], "top_p": body.get("top_p", 1.0), "seed": body.get("seed")}
+    options = GenerationOptions(max_new_tokens=body["max_tokens"], do_sample=sampled, **(drawn if sampled else {}))
+    return model.generate(body["prompt"], options)[0].text
+
+
+def test_concurrent_clients_get_their_sequential_results(server: ServeProcess, model: Gpt2Onnx) -> None:
+    clients, per_client = 16, 4
+    expected = {i: _alone(model, _request(i)) for i in range(clients * per_client)}  # one at a time, in-process
+
+    def one_client(number: int) -> dict[int, str]:
+        own = openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
+        got = {}
+        for k in range(per_client):
+            index = number * per_client + k
+            got[index] = own.completions.create(model="tiny", **_request(index)).choices[0].text
+        return got
+
+    with ThreadPoolExecutor(clients) as pool:
+        answers = {index: text for part in pool.map(one_client, range(clients)) for index, text in part.items()}
+    wrong = [index for index in expected if answers[index] != expected[index]]
+    assert not wrong, f"{len(wrong)} of {len(expected)} differ, e.g. {wrong[0]}: {answers[wrong[0]]!r}"
+
+
+BAD = {
+    # the issue's list: (body or raw bytes, headers (None: the key), status, fragment)
+    "no prompt": ({"model": "tiny"}, None, 400, "'prompt' is required"),
+    "negative max_tokens": ({"model": "tiny", "prompt": "Hi", "max_tokens": -1}, None, 400, "max_tokens"),
+    "beyond n_positions": ({"model": "tiny", "prompt": PROMPT, "max_tokens": 124}, None, 400, "128 positions"),
+    "unknown model": ({"model": "davinci", "prompt": "Hi"}, None, 404, "'davinci' does not exist"),
+    "temperature < 0": ({"model": "tiny", "prompt": "Hi", "temperature": -1}, None, 400, "temperature"),
+    "unknown field": ({"model": "tiny", "prompt": "Hi", "mirostat": 2}, None, 400, "unknown field 'mirostat'"),
+    "malformed JSON": (b'{"model": "tiny", prompt}', None, 400, "not valid JSON"),
+    "missing API key": ({"model": "tiny", "prompt": "Hi"}, {}, 401, "missing API key"),
+    "wrong API key": ({"model": "tiny", "prompt": "Hi"}, {"Authorization": "Bearer wrong"}, 401, "incorrect API key"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_requests_get_4xx_openai_errors_and_the_server_keeps_serving(
+    server: ServeProcess, client: openai.OpenAI, name: str
+) -> None:
+    body, headers, status, fragment = BAD[name]
+    sent = {"Authorization": f"Bearer {KEY}"} if headers is None else headers
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
+        if isinstance(body, bytes):
+            response = http.post("/v1/completions", content=body, headers={**sent, "Content-Type": "application/json"})
+        else:
+            response = http.post("/v1/completions", json=body, headers=sent)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"] and {"message", "type", "param", "code"} == set(error)
+    assert client.completions.create(model="tiny", prompt="Hi", max_tokens=2).choices[0].text is not None
+
+
+def test_models_health_and_chat(server: ServeProcess, client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == ["tiny"]
+    assert httpx2.get(f"{server.url}/health", timeout=30).json()["status"] == "ok"  # the probe needs no key
+    with pytest.raises(openai.BadRequestError, match="no chat template"):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}])
+
+
+def test_ctrl_c_stops_the_server_and_everything_it_started(tiny_export: Path, tmp_path: Path) -> None:
+    process = ServeProcess(tiny_export, tmp_path).start()
+    ray_processes = process.descendants()
+    assert process.replica_pids() and len(ray_processes) > 3  # Ray's services, Serve's controller and proxy
+    code = process.stop()
+    assert code == 0 and process.left_running == []
+    assert "Serving 'tiny' at http://127.0.0.1:" in process.stdout() and "Stopped." in process.stderr()
+    assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{process.pid}")), "Ray's folder was removed"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--detach"], "--detach needs --address"),
+        (["--replicas", "3", "--max-replicas", "2"], "--max-replicas (2) must be at least --replicas (3)"),
+        (["--gpus-per-replica", "1"], "--gpus-per-replica needs --provider cuda"),
+    ],
+)
+def test_serve_refuses_options_it_would_ignore(tiny_export: Path, args: list[str], fragment: str) -> None:
+    result = CliRunner().invoke(cli, ["serve", str(tiny_export), *args])
+    assert result.exit_code == 2 and fragment in one_error_line(result.output)
+
+
+def test_serve_refuses_a_bad_folder_and_a_busy_port(tmp_path: Path, tiny_export: Path) -> None:
+    result = CliRunner().invoke(cli, ["serve", str(tmp_path)])
+    assert result.exit_code == 2 and "manifest" in one_error_line(result.output)
+    with listening_port() as port:
+        busy = CliRunner().invoke(cli, ["serve", str(tiny_export), "--port", str(port)])
+    assert busy.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in one_error_line(busy.output)
+
+
+@contextlib.contextmanager
+def listening_port() -> Iterator[int]:
+    """A loopback port something listens on for the block."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield int(listener.getsockname()[1])
+
+
+def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> None:
+    from ray.serve import Application
+
+    from gpt2_onnx.app.serving import app_builder
+    from gpt2_onnx.errors import InvalidInputError
+
+    assert isinstance(app_builder({"export": str(tiny_export), "max_batch": 4, "api_key": "k"}), Application)
+    with pytest.raises(InvalidInputError, match="unknown args replicas; the args are export, model_name"):
+        app_builder({"export": str(tiny_export), "replicas": 2})
+    with pytest.raises(InvalidInputError, match="args lack 'export'"):
+        app_builder({})
+
+
+def test_the_api_key_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx.cli.serve_cmd import serve
+
+    monkeypatch.setenv("GPT2_ONNX_API_KEY", "from-env")
+    assert serve.make_context("serve", ["out"]).params["api_key"] == "from-env"
+    assert serve.make_context("serve", ["out", "--api-key", "given"]).params["api_key"] == "given"
