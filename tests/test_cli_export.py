@@ -11,16 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import gpt2_onnx_exporters.graphs
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import ExportError
-from tests.helpers import leftovers, one_error_line
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+from tests.helpers import invoke, leftovers, one_error_line
 
 
 def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:

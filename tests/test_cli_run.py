@@ -6,16 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import one_error_line
-
-
-def invoke(*args: str, stdin: str | None = None) -> Result:
-    return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+from tests.helpers import invoke, one_error_line
 
 
 def test_run_streams_the_greedy_continuation(tiny_export: Path) -> None:
@@ -137,13 +132,6 @@ def test_sampling_options_without_sample_are_refused(tiny_export: Path, option: 
 def test_sampling_options_together_are_named_together(tiny_export: Path) -> None:
     result = invoke("run", str(tiny_export), "-p", "Hi", "--top-k", "5", "--top-p", "0.9")
     assert_error(result, 2, "--top-k and --top-p apply only with --sample")
-
-
-def test_sampling_options_from_the_environment_count_as_given(
-    tiny_export: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GPT2_ONNX_RUN_TEMPERATURE", "0.5")
-    assert_error(invoke("run", str(tiny_export), "-p", "Hi"), 2, "--temperature applies only with --sample")
 
 
 def test_options_without_effect_are_refused(tiny_export: Path) -> None:

@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from gpt2_onnx.cli import cli
-from tests.helpers import leftovers, one_error_line
+from tests.helpers import invoke, leftovers, one_error_line
 
 
 def export(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["export", "--model", "random:tiny", *args], catch_exceptions=False)
+    return invoke("export", "--model", "random:tiny", *args)
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,37 @@ def test_export_whose_tracing_swallows_sigterm_exits_interrupted(tiny_checkpoint
     assert "Interrupted." in done.stderr and "Traceback" not in done.stderr
     assert "trace decode" not in done.stderr  # it ended at the end of the stage it came in
     assert not out.exists() and leftovers(tmp_path) == []
+
+
+_WAITS_TO_BE_INTERRUPTED = """
+import sys, time, click
+from gpt2_onnx.cli import cli, main
+
+@cli.command("wait")
+def wait() -> None:
+    click.echo("waiting", err=True)
+    time.sleep(120)
+
+main(["wait"])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_during_the_exit_of_an_interrupted_command_leave_its_status_130(signum: int) -> None:
+    """Once interrupted, a command's exit status is 130 however many signals follow while the interpreter shuts
+    down: handled in Python they would end the process by the signal itself (-2 or -15 here) instead."""
+    process = subprocess.Popen([sys.executable, "-c", _WAITS_TO_BE_INTERRUPTED], stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    try:
+        assert process.stderr.readline() == "waiting\n"
+        process.send_signal(signum)
+        assert process.stderr.readline() == "Interrupted.\n"
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            process.send_signal(signum)  # all through the shutdown, up to the last moment
+            time.sleep(0.0005)
+        assert process.wait(timeout=60) == 130, process.stderr.read()
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()

@@ -19,15 +19,13 @@ import numpy as np
 import onnx
 import psutil
 import pytest
-from click.testing import CliRunner
 
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError, ManifestError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.validation import validate_feeds
 from tests.faults import save_graph
-from tests.helpers import edit_manifest, leftovers, one_error_line
+from tests.helpers import edit_manifest, invoke, leftovers, one_error_line
 
 EXPORT = [sys.executable, "-m", "gpt2_onnx", "export"]
 
@@ -89,14 +87,14 @@ def test_forced_export_that_fails_keeps_the_old_export(
         raise ExportCheckError("simulated parity failure")
 
     monkeypatch.setattr(export_module, "_check_parity", failing_check)
-    result = CliRunner().invoke(cli, ["export", "--model", str(tiny_checkpoint), "-o", str(out), "--force"])
+    result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out), "--force")
     assert result.exit_code == 1 and "simulated parity failure" in result.output
     assert {p.name: p.stat().st_size for p in out.iterdir()} == before
     assert leftovers(tmp_path) == []
 
 
 def test_unwritable_output_location(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["export", "--model", "random:tiny", "-o", "/proc/gpt2-onnx-out"])
+    result = invoke("export", "--model", "random:tiny", "-o", "/proc/gpt2-onnx-out")
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1].startswith("Error: cannot create a folder beside")
 
@@ -113,7 +111,7 @@ def test_interrupted_stream_flushes_the_text_so_far(tiny_export: Path, monkeypat
             yield chunk
 
     monkeypatch.setattr(streaming, "stream_text", interrupted)
-    result = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hello", "-n", "20", "--ignore-eos"])
+    result = invoke("run", str(tiny_export), "-p", "Hello", "-n", "20", "--ignore-eos")
     expected = Gpt2Onnx.load(tiny_export).generate("Hello", GenerationOptions(max_new_tokens=3, ignore_eos=True))[0]
     assert result.exit_code == 130
     assert result.stdout == f"Hello{expected.text}\n"
@@ -284,7 +282,7 @@ def test_output_folder_without_write_permission(tmp_path: Path, monkeypatch: pyt
     from gpt2_onnx import output_folder
 
     monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
-    result = CliRunner().invoke(cli, ["export", "--model", "random:tiny", "-o", str(tmp_path / "out")])
+    result = invoke("export", "--model", "random:tiny", "-o", str(tmp_path / "out"))
     assert result.exit_code == 2, result.output
     assert one_error_line(result.output) == f"Error: cannot write into '{tmp_path}' (permission denied)"
     assert "Traceback" not in result.output
