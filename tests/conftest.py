@@ -3,6 +3,7 @@ hidden units) and their exports. No network, no GPU."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +40,31 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
     model.save_pretrained(folder)
     load_packaged_gpt2_tokenizer().save_pretrained(folder)
     return folder
+
+
+@functools.cache
+def cuda_works() -> bool:
+    """True only where a session really gets the CUDA provider (libraries present and a GPU); asked once."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from gpt2_onnx.errors import ProviderUnavailableError
+    from gpt2_onnx_runtimes.providers import ensure_provider_loadable
+
+    try:
+        ensure_provider_loadable("cuda")
+    except ProviderUnavailableError:
+        return False
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
+        [value],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    return session.get_providers()[0] == "CUDAExecutionProvider"
 
 
 def export_checkpoint(checkpoint: Path, output: Path, **options: Any) -> Path:

@@ -10,6 +10,7 @@ from click.testing import Result
 
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
 
 
@@ -85,11 +86,8 @@ def assert_error(result: Result, code: int, fragment: str) -> None:
     assert fragment in one_error_line(result.output), result.output
 
 
+@pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
 def test_run_cuda_here_fails_with_one_line(tiny_export: Path) -> None:
-    from tests.test_runtime_loading import cuda_works
-
-    if cuda_works():
-        return
     assert_error(invoke("run", str(tiny_export), "-p", "Hello", "--provider", "cuda"), 3, "CUDA")
 
 
