@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import Result
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.conftest import cuda_works
-from tests.helpers import invoke, one_error_line
+from tests.helpers import edit_manifest, invoke, one_error_line
 
 
 def test_run_streams_the_greedy_continuation(tiny_export: Path) -> None:
@@ -146,8 +147,18 @@ def test_the_summary_says_why_generation_stopped(tiny_export: Path) -> None:
     assert "[1 token, stopped at the length limit (--max-new-tokens); prefill" in result.stderr
 
 
-def test_random_weights_say_their_text_is_noise(random_tiny_export: Path) -> None:
-    result = invoke("run", str(random_tiny_export), "-p", "Hello", "-n", "3")
+def test_random_weights_say_their_text_is_noise(copy_export: Callable[[], Path]) -> None:
+    """The note follows the manifest's source; that a random:NAME export records it so, and run then prints the
+    note, tests/test_scripts.py's offline demo shows end to end."""
+
+    def from_random_weights(manifest: dict[str, object]) -> None:
+        model = manifest["model"]
+        assert isinstance(model, dict)
+        model.update(source="random:tiny", seed=0)
+
+    folder = copy_export()
+    edit_manifest(folder, from_random_weights)
+    result = invoke("run", str(folder), "-p", "Hello", "-n", "3")
     assert result.exit_code == 0, result.output
     note = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
     assert note and "random weights (random:tiny, seed 0)" in note[0], result.stderr

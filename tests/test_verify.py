@@ -20,7 +20,6 @@ from gpt2_onnx.app.verify import VerifyOptions, verify_export
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.precisions import tolerance_for
 from tests import faults
-from tests.conftest import export_checkpoint
 from tests.helpers import invoke, one_error_line
 
 FAST = ("--steps", "6", "--batch-size", "3")
@@ -154,8 +153,8 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
 
 
 @pytest.fixture(scope="module")
-def int8_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("int8") / "tiny-int8", precision="int8")
+def int8_export(shared_export: Callable[..., Path]) -> Path:
+    return shared_export(precision="int8")
 
 
 def test_int8_export_passes_and_states_its_limits(int8_export: Path) -> None:
