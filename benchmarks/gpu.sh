@@ -38,9 +38,9 @@ EOF
 mkdir -p "$OUT" "$RESULTS"
 for precision in fp32 fp16; do
   if [ ! -f "$OUT/$precision/manifest.json" ]; then
-    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --seed 0 --precision "$precision" -o "$OUT/$precision" --force
+    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 --precision "$precision" -o "$OUT/$precision" --force
   fi
-  "$PYTHON" -m gpt2_onnx verify "$OUT/$precision" --provider cuda --steps "$STEPS" --json "$RESULTS/verify-cuda-$precision.json"
+  "$PYTHON" -m gpt2_onnx verify "$OUT/$precision" --provider cuda --steps "$STEPS" --report "$RESULTS/verify-cuda-$precision.json"
 done
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("folder", help="the folder (or, for spec, the SystemSpec as JSON)")
     parser.add_argument("--prompt-length", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt's token ids (bench's --seed)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt's token ids (bench's --prompt-seed)")
     parser.add_argument("--vocab-size", type=int, default=50257)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()

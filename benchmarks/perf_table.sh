@@ -29,7 +29,7 @@ folders=()
 for name in "${ORDER[@]}"; do
   if [ ! -f "$OUT/$name/manifest.json" ]; then
     # shellcheck disable=SC2086  # the options are words on purpose
-    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --seed 0 -o "$OUT/$name" --force ${VARIANTS[$name]}
+    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 -o "$OUT/$name" --force ${VARIANTS[$name]}
   fi
   folders+=("$OUT/$name")
 done

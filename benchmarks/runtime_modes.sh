@@ -23,7 +23,7 @@ declare -A VARIANTS=(
 for name in fp32 fp32-optimize int8 int4 int4-b128; do
   if [ ! -f "$OUT/$name/manifest.json" ]; then
     # shellcheck disable=SC2086  # the options are words on purpose
-    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --seed 0 -o "$OUT/$name" --force ${VARIANTS[$name]}
+    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 -o "$OUT/$name" --force ${VARIANTS[$name]}
   fi
 done
 

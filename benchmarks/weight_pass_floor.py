@@ -78,7 +78,8 @@ def floor_ratios(raws: list[RawResults], settings: BenchSettings) -> dict[str, d
 def ensure_export(model: str, seed: int, export: Path) -> None:
     if (export / "manifest.json").is_file():
         return
-    command = [sys.executable, "-m", "gpt2_onnx", "export", "--model", model, "--seed", str(seed), "-o", str(export)]
+    source = ["--model", model, "--weights-seed", str(seed)]
+    command = [sys.executable, "-m", "gpt2_onnx", "export", *source, "-o", str(export)]
     _log(" ".join(command))
     export.parent.mkdir(parents=True, exist_ok=True)
     if subprocess.run(command, check=False).returncode != 0:

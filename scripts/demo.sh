@@ -27,7 +27,7 @@ else
   fi
   echo "demo: $HUB_MODEL could not be exported (the error above says why; offline, the Hub cannot be reached)," \
     "so the demo exports $FALLBACK_MODEL instead: random weights, which print nonsense"
-  "$GPT2_ONNX" export --model "$FALLBACK_MODEL" --seed 0 --opset 17 -o "$OUT" --force
+  "$GPT2_ONNX" export --model "$FALLBACK_MODEL" --weights-seed 0 --opset 17 -o "$OUT" --force
   echo "demo: exported $FALLBACK_MODEL (seed 0); for real text, export a checkpoint:" \
     "gpt2-onnx export --model $HUB_MODEL -o $OUT (needs the Hub or its cache)"
 fi

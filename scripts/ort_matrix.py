@@ -47,7 +47,7 @@ from gpt2_onnx_runtimes.matrix_check import CellStatus  # noqa: E402
 
 WORK = REPO / ".ci-cache" / "ort-matrix"  # exports (remade on every run) and, by default, the venvs
 VENVS_ENV = "GPT2_ONNX_ORT_VENVS"  # where the venvs live when not in WORK: a folder that outlives clones
-EXPORT_MODEL = ("--model", "random:tiny", "--seed", "0")
+EXPORT_MODEL = ("--model", "random:tiny", "--weights-seed", "0")
 STAMP = "gpt2-onnx-requirements.txt"  # the pins a cached venv was built from; other pins rebuild it
 AS_EXPORTED, LIFTED = "as exported", "minimum lifted"
 # What "fails" accepts: every verdict of gpt2_onnx_runtimes.matrix_check but a pass or our own refusal; "crash" (no

@@ -3,6 +3,7 @@ hidden units) and their exports. No network, no GPU."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +42,31 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
     return folder
 
 
+@functools.cache
+def cuda_works() -> bool:
+    """True only where a session really gets the CUDA provider (libraries present and a GPU); asked once."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from gpt2_onnx.errors import ProviderUnavailableError
+    from gpt2_onnx_runtimes.providers import ensure_provider_loadable
+
+    try:
+        ensure_provider_loadable("cuda")
+    except ProviderUnavailableError:
+        return False
+    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
+        [value],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    return session.get_providers()[0] == "CUDAExecutionProvider"
+
+
 def export_checkpoint(checkpoint: Path, output: Path, **options: Any) -> Path:
     from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
@@ -63,21 +89,37 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_checkpoint(tmp_path_factory.mktemp("tiny-checkpoint"))
 
 
-@pytest.fixture(scope="session")
-def tiny_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default export (opset 17, fp32) of the tiny checkpoint. Treat as read-only."""
-    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("exports") / "tiny")
+def _fingerprint(folder: Path) -> dict[str, str]:
+    from gpt2_onnx.hashing import sha256_file
+
+    return {path.name: sha256_file(path) for path in sorted(folder.iterdir())}
 
 
 @pytest.fixture(scope="session")
-def random_tiny_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``random:tiny`` (seed 0) exported, unchecked: a folder whose manifest names random weights. Read-only."""
-    from gpt2_onnx.app.export import export_model
-    from gpt2_onnx.config import ExportOptions
+def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
+    """``shared_export(**options)``: the tiny checkpoint exported with these options (``precision="int8"``,
+    ``optimize=True``, ...; none: the default export) once per session, however many tests read it. Each is a real
+    export, parity check included. For reading only: at the end of the session every file must be as it was
+    written, or the session fails here (a test that changes an export works on a copy: ``copy_export``)."""
+    made: dict[tuple[tuple[str, Any], ...], tuple[Path, dict[str, str]]] = {}
 
-    output = tmp_path_factory.mktemp("random-export") / "random-tiny"
-    export_model(ExportOptions(model="random:tiny", output=output, check=False))
-    return output
+    def export(**options: Any) -> Path:
+        key = tuple(sorted(options.items()))
+        if key not in made:
+            name = "-".join(f"{option}-{value}" for option, value in key) or "tiny"
+            folder = export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("shared-export") / name, **options)
+            made[key] = folder, _fingerprint(folder)
+        return made[key][0]
+
+    yield export
+    changed = [folder.name for folder, written in made.values() if _fingerprint(folder) != written]
+    assert not changed, f"tests changed shared exports they should only read: {changed}"
+
+
+@pytest.fixture(scope="session")
+def tiny_export(shared_export: Callable[..., Path]) -> Path:
+    """The default export (opset 17, fp32) of the tiny checkpoint. Read-only (see ``shared_export``)."""
+    return shared_export()
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,45 @@
-"""Small helpers shared by tests: reading graphs without their weights, counting head-shaped tensors, editing a
-manifest, and reading what a failed command left behind (its one error line, staging folders)."""
+"""Small helpers shared by tests: running the command line as its console script does, reading graphs without
+their weights, counting head-shaped tensors, editing a manifest, and reading what a failed command left behind (its
+one error line, staging folders)."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import onnx
+from click.testing import CliRunner, Result
 
+from gpt2_onnx import interrupts
+from gpt2_onnx.cli import main
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import GRAPH_FILES, GraphKind
+
+_MAIN_SETS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGXFSZ", None)) if s is not None)
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
+@click.pass_context
+def _console_script(ctx: click.Context) -> None:
+    main(ctx.args)  # every argument, untouched: this command has no options of its own
+
+
+def invoke(*args: str, stdin: str | None = None, catch_exceptions: bool = False) -> Result:
+    """``gpt2-onnx ARGS`` as the console script runs it (:func:`gpt2_onnx.cli.main`: errors mapped to one line and
+    an exit code), its stdout and stderr captured by click's CliRunner.
+
+    ``main`` owns the process's signal handlers (it records interrupts, and ignores them once interrupted); the
+    test process gets its own back afterwards, with no interrupt left recorded."""
+    saved = {signum: signal.getsignal(signum) for signum in _MAIN_SETS}
+    try:
+        return CliRunner().invoke(_console_script, list(args), input=stdin, catch_exceptions=catch_exceptions)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        interrupts._received.clear()
 
 
 def load_graph(folder: Path, kind: GraphKind) -> onnx.ModelProto:

@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from gpt2_onnx.bench.report import summarize
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.bench.tasks import RawResults, bench_tasks
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
+from tests.helpers import invoke
 
 SMALL = [
     "--repeats", "2", "--warmup", "0", "--new-tokens", "3", "--prompt-lengths", "2,5",
@@ -23,7 +22,7 @@ SMALL = [
 
 
 def test_bench_json_against_eager(tiny_export: Path) -> None:
-    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--json"])
+    result = invoke("bench", str(tiny_export), *SMALL, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["baseline"] == "pytorch-eager"
@@ -52,7 +51,7 @@ def test_bench_json_against_eager(tiny_export: Path) -> None:
 
 
 def test_bench_table_without_eager(tiny_export: Path) -> None:
-    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--no-eager", "--unshared"])
+    result = invoke("bench", str(tiny_export), *SMALL, "--no-eager", "--unshared")
     assert result.exit_code == 0, result.output
     assert "decode ms/token (median)" in result.stdout
     assert "pytorch-eager" not in result.stdout
@@ -62,13 +61,13 @@ def test_bench_table_without_eager(tiny_export: Path) -> None:
 
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-checkpoint"
-    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--model", str(missing)])
+    result = invoke("bench", str(tiny_export), *SMALL, "--model", str(missing))
     assert result.exit_code == 1
     assert "pytorch-eager" in result.output and "does not exist" in result.output
 
 
 def test_bench_refuses_sequences_beyond_the_model(tiny_export: Path) -> None:
-    result = CliRunner().invoke(cli, ["bench", str(tiny_export), "--prompt-lengths", "500", "--no-eager"])
+    result = invoke("bench", str(tiny_export), "--prompt-lengths", "500", "--no-eager")
     assert result.exit_code == 2
     assert "positions" in result.output
 
@@ -278,7 +277,7 @@ def test_progress_estimates_the_time_left(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_bench_table_states_the_direction_of_every_row(tiny_export: Path) -> None:
-    result = CliRunner().invoke(cli, ["bench", str(tiny_export), *SMALL, "--no-eager"])
+    result = invoke("bench", str(tiny_export), *SMALL, "--no-eager")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     header = next(line for line in lines if " better " in f" {line} ")

@@ -9,18 +9,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import gpt2_onnx_runtimes.api
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
-from tests.helpers import edit_manifest, one_error_line
+from tests.helpers import edit_manifest, invoke, one_error_line
 
 SHORT = ("--new-tokens", "3", "--prompt-lengths", "2", "--decode-prompt-length", "4", "--batch-prompt-length", "3")
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def assert_refused(result: Result, *fragments: str) -> None:
@@ -32,8 +27,8 @@ def assert_refused(result: Result, *fragments: str) -> None:
 
 def test_export_seed_with_a_checkpoint_is_refused(tiny_checkpoint: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("export", "--model", str(tiny_checkpoint), "--seed", "3", "-o", str(out))
-    assert_refused(result, "--seed seeds random:NAME weights only", "brings its own weights")
+    result = invoke("export", "--model", str(tiny_checkpoint), "--weights-seed", "3", "-o", str(out))
+    assert_refused(result, "--weights-seed seeds random:NAME weights only", "brings its own weights")
     assert not out.exists()
 
 
@@ -63,7 +58,7 @@ def test_the_python_api_refuses_the_same(tiny_checkpoint: Path, tmp_path: Path) 
     assert ExportOptions(model="random:tiny", seed=3).seed == 3
 
 
-@pytest.mark.parametrize("option", [["--model", "random:tiny"], ["--model-seed", "3"], ["--attention", "eager"]])
+@pytest.mark.parametrize("option", [["--model", "random:tiny"], ["--weights-seed", "3"], ["--attention", "eager"]])
 def test_bench_baseline_options_with_no_eager_are_refused(tiny_export: Path, option: list[str]) -> None:
     result = invoke("bench", str(tiny_export), "--no-eager", *option)
     assert_refused(result, f"{option[0]} applies to the PyTorch eager baseline, and --no-eager drops it")
@@ -71,8 +66,8 @@ def test_bench_baseline_options_with_no_eager_are_refused(tiny_export: Path, opt
 
 def test_bench_model_seed_with_a_checkpoint_baseline_is_refused(tiny_export: Path) -> None:
     """tiny_export's source is a checkpoint folder: a seed would not change its weights."""
-    result = invoke("bench", str(tiny_export), *SHORT, "--model-seed", "3")
-    assert_refused(result, "--model-seed seeds a random:NAME baseline only")
+    result = invoke("bench", str(tiny_export), *SHORT, "--weights-seed", "3")
+    assert_refused(result, "--weights-seed seeds a random:NAME baseline only")
 
 
 def test_bench_unshared_without_an_fp32_folder_or_off_the_cpu_is_refused(
@@ -117,7 +112,7 @@ def test_verbose_after_the_command_shows_an_internal_error_traceback(
         raise ValueError("a bug")
 
     monkeypatch.setattr(gpt2_onnx_runtimes.api.Gpt2Onnx, "load", broken)
-    quiet = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hi"])
+    quiet = invoke("run", str(tiny_export), "-p", "Hi")
     assert quiet.exit_code == 70 and "Internal error: ValueError: a bug" in quiet.output
-    loud = CliRunner().invoke(cli, ["run", str(tiny_export), "-p", "Hi", "-v"])
+    loud = invoke("run", str(tiny_export), "-p", "Hi", "-v", catch_exceptions=True)
     assert isinstance(loud.exception, ValueError)  # re-raised for the traceback

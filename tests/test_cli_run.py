@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from gpt2_onnx.cli import cli
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import one_error_line
-
-
-def invoke(*args: str, stdin: str | None = None) -> Result:
-    return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+from tests.conftest import cuda_works
+from tests.helpers import edit_manifest, invoke, one_error_line
 
 
 def test_run_streams_the_greedy_continuation(tiny_export: Path) -> None:
@@ -90,11 +87,8 @@ def assert_error(result: Result, code: int, fragment: str) -> None:
     assert fragment in one_error_line(result.output), result.output
 
 
+@pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
 def test_run_cuda_here_fails_with_one_line(tiny_export: Path) -> None:
-    from tests.test_runtime_loading import cuda_works
-
-    if cuda_works():
-        return
     assert_error(invoke("run", str(tiny_export), "-p", "Hello", "--provider", "cuda"), 3, "CUDA")
 
 
@@ -139,13 +133,6 @@ def test_sampling_options_together_are_named_together(tiny_export: Path) -> None
     assert_error(result, 2, "--top-k and --top-p apply only with --sample")
 
 
-def test_sampling_options_from_the_environment_count_as_given(
-    tiny_export: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GPT2_ONNX_RUN_TEMPERATURE", "0.5")
-    assert_error(invoke("run", str(tiny_export), "-p", "Hi"), 2, "--temperature applies only with --sample")
-
-
 def test_options_without_effect_are_refused(tiny_export: Path) -> None:
     assert_error(
         invoke("run", str(tiny_export), "-p", "Hi", "--json", "--no-stream"), 2, "--no-stream applies only without"
@@ -160,8 +147,18 @@ def test_the_summary_says_why_generation_stopped(tiny_export: Path) -> None:
     assert "[1 token, stopped at the length limit (--max-new-tokens); prefill" in result.stderr
 
 
-def test_random_weights_say_their_text_is_noise(random_tiny_export: Path) -> None:
-    result = invoke("run", str(random_tiny_export), "-p", "Hello", "-n", "3")
+def test_random_weights_say_their_text_is_noise(copy_export: Callable[[], Path]) -> None:
+    """The note follows the manifest's source; that a random:NAME export records it so, and run then prints the
+    note, tests/test_scripts.py's offline demo shows end to end."""
+
+    def from_random_weights(manifest: dict[str, object]) -> None:
+        model = manifest["model"]
+        assert isinstance(model, dict)
+        model.update(source="random:tiny", seed=0)
+
+    folder = copy_export()
+    edit_manifest(folder, from_random_weights)
+    result = invoke("run", str(folder), "-p", "Hello", "-n", "3")
     assert result.exit_code == 0, result.output
     note = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
     assert note and "random weights (random:tiny, seed 0)" in note[0], result.stderr

@@ -8,7 +8,7 @@ import pytest
 
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from tests.test_runtime_loading import cuda_works
+from tests.conftest import cuda_works
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_works(), reason="no working CUDA provider here")]
 

@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from gpt2_onnx.cli import cli
-from tests.helpers import leftovers, one_error_line
+from tests.helpers import invoke, leftovers, one_error_line
 
 
 def export(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["export", "--model", "random:tiny", *args], catch_exceptions=False)
+    return invoke("export", "--model", "random:tiny", *args)
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -122,7 +121,9 @@ def test_an_export_with_files_it_did_not_write_is_refused(tiny_export: Path, tmp
 def test_without_force_a_non_empty_folder_is_refused(tiny_export: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(tiny_export, out)
+    before = snapshot(out)
     assert_refused(export("-o", str(out)), "not empty", "--force")
+    assert snapshot(out) == before and leftovers(tmp_path) == []
 
 
 def test_force_replaces_an_earlier_export_once_the_new_one_is_checked(tiny_export: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ the merged layout computing what the folder's own two graphs compute, for every 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,6 @@ from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
-from tests.conftest import export_checkpoint
 from tests.helpers import load_graph
 
 MERGED = RuntimeOptions(layout="merged")
@@ -25,11 +25,8 @@ PROMPTS = [[464, 2068, 7586, 21831, 18045], [15496], [818, 257]]
 
 
 @pytest.fixture(scope="module", params=["int8", "int4", "fp16", "optimize"])
-def variant_export(
-    request: pytest.FixtureRequest, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    options = {"optimize": True} if request.param == "optimize" else {"precision": request.param}
-    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("variant") / request.param, **options)
+def variant_export(request: pytest.FixtureRequest, shared_export: Callable[..., Path]) -> Path:
+    return shared_export(optimize=True) if request.param == "optimize" else shared_export(precision=request.param)
 
 
 def test_last_position_logits_has_one_position_and_leaves_its_input_alone(tiny_export: Path) -> None:

@@ -9,19 +9,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from gpt2_onnx import integrity
-from gpt2_onnx.cli import cli
 from gpt2_onnx.cli.integrity import cache_dir
 from gpt2_onnx.errors import ManifestError
 from gpt2_onnx.integrity import CACHE_FILE_NAME, IntegrityCheck
 from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
-from tests.helpers import one_error_line
+from tests.helpers import invoke, one_error_line
 
 
 def run(folder: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["run", str(folder), "-p", "Hello", "-n", "2", *args], catch_exceptions=False)
+    return invoke("run", str(folder), "-p", "Hello", "-n", "2", *args)
 
 
 def flip_byte(path: Path, offset: int | None = None, keep_mtime: bool = False) -> None:

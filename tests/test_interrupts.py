@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from gpt2_onnx import interrupts
 from gpt2_onnx.output_folder import StagedFolder
 from gpt2_onnx.progress import Stages
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import leftovers
+from tests.helpers import invoke, leftovers
+
+EXPORT = [sys.executable, "-m", "gpt2_onnx", "export"]
 
 
 @pytest.fixture
@@ -103,3 +106,80 @@ def test_export_whose_tracing_swallows_sigterm_exits_interrupted(tiny_checkpoint
     assert "Interrupted." in done.stderr and "Traceback" not in done.stderr
     assert "trace decode" not in done.stderr  # it ended at the end of the stage it came in
     assert not out.exists() and leftovers(tmp_path) == []
+
+
+def wait_for_staging(parent: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if leftovers(parent):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the export never started writing")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_export_leaves_nothing(tiny_checkpoint: Path, tmp_path: Path, signum: int) -> None:
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [*EXPORT, "--model", str(tiny_checkpoint), "-o", str(out)], stderr=subprocess.PIPE, text=True
+    )
+    wait_for_staging(tmp_path, process)
+    time.sleep(1.0)  # well inside tracing
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Interrupted." in stderr and "Traceback" not in stderr
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_interrupted_stream_flushes_the_text_so_far(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt2_onnx_runtimes import streaming
+
+    original = streaming.stream_text
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        for index, chunk in enumerate(original(*args, **kwargs)):  # type: ignore[arg-type]
+            if index == 3:
+                raise KeyboardInterrupt
+            yield chunk
+
+    monkeypatch.setattr(streaming, "stream_text", interrupted)
+    result = invoke("run", str(tiny_export), "-p", "Hello", "-n", "20", "--ignore-eos")
+    expected = Gpt2Onnx.load(tiny_export).generate("Hello", GenerationOptions(max_new_tokens=3, ignore_eos=True))[0]
+    assert result.exit_code == 130
+    assert result.stdout == f"Hello{expected.text}\n"
+    assert result.stderr.strip() == "Interrupted."
+
+
+_WAITS_TO_BE_INTERRUPTED = """
+import sys, time, click
+from gpt2_onnx.cli import cli, main
+
+@cli.command("wait")
+def wait() -> None:
+    click.echo("waiting", err=True)
+    time.sleep(120)
+
+main(["wait"])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signals_during_the_exit_of_an_interrupted_command_leave_its_status_130(signum: int) -> None:
+    """Once interrupted, a command's exit status is 130 however many signals follow while the interpreter shuts
+    down: handled in Python they would end the process by the signal itself (-2 or -15 here) instead."""
+    process = subprocess.Popen([sys.executable, "-c", _WAITS_TO_BE_INTERRUPTED], stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    try:
+        assert process.stderr.readline() == "waiting\n"
+        process.send_signal(signum)
+        assert process.stderr.readline() == "Interrupted.\n"
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            process.send_signal(signum)  # all through the shutdown, up to the last moment
+            time.sleep(0.0005)
+        assert process.wait(timeout=60) == 130, process.stderr.read()
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()

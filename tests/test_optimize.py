@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,14 @@ from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import GRAPHS
 from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
-from tests.conftest import export_checkpoint
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 
 TABLE = "transformer.wte.weight"
 
 
 @pytest.fixture(scope="module")
-def optimized_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("optimize") / "opt", optimize=True)
+def optimized_export(shared_export: Callable[..., Path]) -> Path:
+    return shared_export(optimize=True)
 
 
 def test_fused_operators_replace_the_plain_ones(optimized_export: Path) -> None:

@@ -24,7 +24,7 @@ from gpt2_onnx.import_roots import import_roots
 from gpt2_onnx.precisions import FP32, PRECISIONS, precision_flag
 from gpt2_onnx.versions import version_tuple
 from scripts import ort_matrix as matrix
-from tests.helpers import edit_manifest
+from tests.helpers import edit_manifest, invoke
 
 REPO = Path(__file__).resolve().parent.parent
 FUTURE = "99.0.0"
@@ -60,13 +60,10 @@ def test_load_refuses_a_runtime_older_than_the_manifest_minimum(copy_export: Cal
 
 def test_run_command_refuses_with_one_line_naming_both_versions(copy_export: Callable[[], Path]) -> None:
     import onnxruntime as ort
-    from click.testing import CliRunner
-
-    from gpt2_onnx.cli import cli
 
     folder = copy_export()
     _require_future_runtime(folder)
-    result = CliRunner().invoke(cli, ["run", str(folder), "-p", "Hello", "-n", "2"])
+    result = invoke("run", str(folder), "-p", "Hello", "-n", "2")
     assert result.exit_code == RuntimeVersionError.exit_code
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1, result.output

@@ -3,6 +3,7 @@ as one quantized table, one weights file, golden vectors the export itself repro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +30,8 @@ TABLE = "transformer.wte.weight"
 
 
 @pytest.fixture(scope="module", params=["fp16", "int8", "int4"])
-def precision_export(
-    request: pytest.FixtureRequest, tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, Path]:
-    folder = tmp_path_factory.mktemp("precision") / request.param
-    return request.param, export_checkpoint(tiny_checkpoint, folder, precision=request.param)  # runs the parity check
+def precision_export(request: pytest.FixtureRequest, shared_export: Callable[..., Path]) -> tuple[str, Path]:
+    return request.param, shared_export(precision=request.param)  # the export ran its parity check
 
 
 def test_manifest_records_precision_and_runtime(precision_export: tuple[str, Path]) -> None:

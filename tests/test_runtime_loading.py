@@ -1,4 +1,5 @@
-"""Loading an export folder through its manifest: providers, and every mismatch refused with a clear error."""
+"""Loading an export folder through its manifest: providers, every mismatch refused with a clear error, and nothing
+that a manifest or a graph names reaching outside the folder."""
 
 from __future__ import annotations
 
@@ -12,30 +13,9 @@ import pytest
 from gpt2_onnx.errors import InvalidInputError, ManifestError, ProviderUnavailableError
 from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.faults import refresh_manifest_record
-
-
-def cuda_works() -> bool:
-    """True only where a session really gets the CUDA provider (libraries present and a GPU)."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-
-    from gpt2_onnx_runtimes.providers import ensure_provider_loadable
-
-    try:
-        ensure_provider_loadable("cuda")
-    except ProviderUnavailableError:
-        return False
-    value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "probe",
-        [value],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
-    return session.get_providers()[0] == "CUDAExecutionProvider"
+from tests.conftest import cuda_works
+from tests.faults import refresh_manifest_record, save_graph
+from tests.helpers import edit_manifest
 
 
 @pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")
@@ -122,4 +102,68 @@ def test_manifest_io_that_does_not_match_the_graph(copy_export: Callable[[], Pat
     manifest["graphs"]["prefill"]["outputs"][0]["name"] = "scores"
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ManifestError, match=r"outputs do not match manifest\.json"):
+        LoadedExport.load(folder)
+
+
+@pytest.mark.parametrize("name", ["../decode.onnx", "/etc/passwd", "sub/decode.onnx", ".."])
+def test_manifest_paths_must_stay_in_the_folder(copy_export: Callable[[], Path], name: str) -> None:
+    folder = copy_export()
+    edit_manifest(folder, lambda m: m["graphs"]["decode"].__setitem__("file", name))  # type: ignore[index]
+    with pytest.raises(ManifestError, match=r"plain file name|not a file name"):
+        LoadedExport.load(folder)
+
+
+def test_external_data_pointing_outside_the_folder_is_refused(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    tensor = next(t for t in graph.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            entry.value = "../model.onnx.data"
+    save_graph(folder, "decode", graph)
+    with pytest.raises(ManifestError, match=r"points at external data '\.\./model\.onnx\.data'"):
+        LoadedExport.load(folder)
+
+
+def test_external_data_in_a_constant_node_is_refused(copy_export: Callable[[], Path]) -> None:
+    """Not only initializers: a tensor in a node attribute pointing outside the folder never reaches ONNX Runtime."""
+    folder = copy_export()
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    value = onnx.TensorProto(name="escape", data_type=onnx.TensorProto.FLOAT, dims=[1])
+    value.data_location = onnx.TensorProto.EXTERNAL
+    for key, text in (("location", "/etc/passwd"), ("offset", "0"), ("length", "4")):
+        value.external_data.add(key=key, value=text)
+    constant = onnx.helper.make_node("Constant", [], ["escape_out"], value=value)
+    graph.graph.node.insert(0, constant)
+    save_graph(folder, "decode", graph)
+    with pytest.raises(ManifestError, match=r"tensor 'escape' points at external data '/etc/passwd'"):
+        LoadedExport.load(folder)
+
+
+def test_weights_file_linked_from_outside_is_refused(copy_export: Callable[[], Path], tmp_path: Path) -> None:
+    folder = copy_export()
+    elsewhere = tmp_path / "elsewhere.data"
+    (folder / "model.onnx.data").rename(elsewhere)
+    (folder / "model.onnx.data").symlink_to(elsewhere)
+    with pytest.raises(ManifestError, match="outside the export folder"):
+        LoadedExport.load(folder)
+
+
+def test_malformed_and_newer_manifests(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="not valid JSON"):
+        LoadedExport.load(folder)
+    (folder / "manifest.json").write_text(json.dumps({"format": "gpt2-onnx", "schema_version": 99}))
+    with pytest.raises(ManifestError, match="schema version 99, newer"):
+        LoadedExport.load(folder)
+    (folder / "manifest.json").write_text(json.dumps({"format": "gpt2-onnx", "schema_version": 1, "model": {}}))
+    with pytest.raises(ManifestError, match="malformed"):
+        LoadedExport.load(folder)
+
+
+def test_missing_weights_file(copy_export: Callable[[], Path]) -> None:
+    folder = copy_export()
+    (folder / "model.onnx.data").unlink()
+    with pytest.raises(ManifestError, match=r"lacks model\.onnx\.data"):
         LoadedExport.load(folder)

@@ -16,11 +16,9 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from click.testing import CliRunner
 
-from gpt2_onnx.cli import cli
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.helpers import one_error_line
+from tests.helpers import invoke, one_error_line
 from tests.serve_process import ServeProcess
 
 KEY = "serve-test-key"
@@ -76,7 +74,7 @@ def model(tiny_export: Path) -> Gpt2Onnx:
 
 
 def run_json(export: Path, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, ["run", str(export), "--json", *args], catch_exceptions=False)
+    result = invoke("run", str(export), "--json", *args)
     assert result.exit_code == 0, result.output
     return dict(json.loads(result.stdout))
 
@@ -201,15 +199,15 @@ def test_ctrl_c_stops_the_server_and_everything_it_started(tiny_export: Path, tm
     ],
 )
 def test_serve_refuses_options_it_would_ignore(tiny_export: Path, args: list[str], fragment: str) -> None:
-    result = CliRunner().invoke(cli, ["serve", str(tiny_export), *args])
+    result = invoke("serve", str(tiny_export), *args)
     assert result.exit_code == 2 and fragment in one_error_line(result.output)
 
 
 def test_serve_refuses_a_bad_folder_and_a_busy_port(tmp_path: Path, tiny_export: Path) -> None:
-    result = CliRunner().invoke(cli, ["serve", str(tmp_path)])
+    result = invoke("serve", str(tmp_path))
     assert result.exit_code == 2 and "manifest" in one_error_line(result.output)
     with listening_port() as port:
-        busy = CliRunner().invoke(cli, ["serve", str(tiny_export), "--port", str(port)])
+        busy = invoke("serve", str(tiny_export), "--port", str(port))
     assert busy.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in one_error_line(busy.output)
 
 

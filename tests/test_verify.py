@@ -10,29 +10,24 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import gpt2_onnx.app.parity_suite
 import gpt2_onnx.app.verify
 import gpt2_onnx_runtimes.generation
 from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.app.verify import VerifyOptions, verify_export
-from gpt2_onnx.cli import cli
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.precisions import tolerance_for
 from tests import faults
-from tests.conftest import export_checkpoint
+from tests.helpers import invoke, one_error_line
 
 FAST = ("--steps", "6", "--batch-size", "3")
 
 
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
 def test_good_export_passes_with_a_full_report(tiny_export: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
-    result = invoke("verify", str(tiny_export), *FAST, "--json", str(report_path))
+    result = invoke("verify", str(tiny_export), *FAST, "--report", str(report_path))
     assert result.exit_code == 0, result.output
     assert "PASS" in result.stderr and "present.* (4)" in result.stdout
     report = json.loads(report_path.read_text())
@@ -58,15 +53,33 @@ def test_good_export_passes_with_a_full_report(tiny_export: Path, tmp_path: Path
     assert all(f["ok"] for f in report["files"]) and {f["name"] for f in report["files"]} >= {"model.onnx.data"}
 
 
-def test_json_to_stdout(tiny_export: Path) -> None:
-    result = invoke("verify", str(tiny_export), "--steps", "2", "--batch-size", "2", "--json", "-")
+def test_json_prints_the_report_on_stdout_and_report_writes_it_too(tiny_export: Path, tmp_path: Path) -> None:
+    """--json is a flag on every command (JSON on stdout instead of text); --report PATH is verify's file."""
+    report = tmp_path / "report.json"
+    result = invoke("verify", str(tiny_export), "--steps", "2", "--batch-size", "2", "--json", "--report", str(report))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["result"] == "pass"
+    assert json.loads(result.stdout)["result"] == "pass"  # the whole of stdout is the JSON document
+    assert json.loads(report.read_text()) == json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("where", ["-", "missing/report.json"])
+def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
+    tiny_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("verify ran before its --report path was checked")
+
+    monkeypatch.setattr(gpt2_onnx.app.verify, "verify_export", never)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("verify", str(tiny_export), "--report", where)
+    assert result.exit_code == 2, result.output
+    expected = "--json prints the report on stdout" if where == "-" else "the folder 'missing' does not exist"
+    assert expected in one_error_line(result.output)
 
 
 def run_faulty(folder: Path) -> tuple[Result, dict[str, object]]:
     report = folder.parent / "report.json"
-    result = invoke("verify", str(folder), *FAST, "--json", str(report))
+    result = invoke("verify", str(folder), *FAST, "--report", str(report))
     return result, json.loads(report.read_text())
 
 
@@ -106,7 +119,7 @@ def test_human_output_lists_every_failure_in_full(copy_export: Callable[[], Path
     """The table folds the presents of all layers into one row; the list below it must still name each failure."""
     folder = copy_export()
     faults.swap_kv_outputs(folder, "decode", "present.0.key", "present.1.key")
-    result = invoke("verify", str(folder), *FAST, "--json", str(folder.parent / "report.json"))
+    result = invoke("verify", str(folder), *FAST, "--report", str(folder.parent / "report.json"))
     assert result.exit_code == 1, result.output
     failed = [c for c in json.loads((folder.parent / "report.json").read_text())["comparisons"] if not c["ok"]]
     assert len(failed) > 5  # more than the old error line showed
@@ -140,8 +153,8 @@ def test_changed_position_rule_in_the_runtime_fails(tiny_export: Path, monkeypat
 
 
 @pytest.fixture(scope="module")
-def int8_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("int8") / "tiny-int8", precision="int8")
+def int8_export(shared_export: Callable[..., Path]) -> Path:
+    return shared_export(precision="int8")
 
 
 def test_int8_export_passes_and_states_its_limits(int8_export: Path) -> None:
@@ -239,7 +252,7 @@ def test_reduced_precision_rows_show_agreement_over_all_positions(tmp_path: Path
     """A folded row's top-1 counts every position it compared, not its worst single one, and figures no limit
     applies to are in parentheses."""
     report_path = tmp_path / "report.json"
-    result = invoke("verify", str(int8_export), *FAST, "--json", str(report_path))
+    result = invoke("verify", str(int8_export), *FAST, "--report", str(report_path))
     assert result.exit_code == 0, result.output
     comparisons = json.loads(report_path.read_text())["comparisons"]
     steps = [c for c in comparisons if c["check"].startswith("decode step ") and c["tensor"] == "logits"]

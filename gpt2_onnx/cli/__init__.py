@@ -1,90 +1,41 @@
 """The ``gpt2-onnx`` command line.
 
-Library errors (:class:`~gpt2_onnx.errors.Gpt2OnnxError`) become one-line messages and exit codes here and only
-here; an unexpected exception is one line too unless ``--verbose`` asks for the traceback.
+:func:`main` runs one command and is the one place that turns the ways it can end into messages and exit codes:
+a library error (:class:`~gpt2_onnx.errors.Gpt2OnnxError`) or a usage error is one ``Error:`` line with its exit
+code, an interrupt is ``Interrupted.`` and 130, and an unexpected exception is one ``Internal error:`` line and 70
+unless ``--verbose`` asks for the traceback. Options are read from the command line only, except ``--provider``
+(``GPT2_ONNX_PROVIDER``).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import NoReturn
 
 import click
+from click.shell_completion import shell_complete
 
 from gpt2_onnx import __version__
 from gpt2_onnx.cli.logs import configure_logging
-from gpt2_onnx.cli.options import flag_names
+from gpt2_onnx.cli.options import VERBOSE_KEY, flag_names
 from gpt2_onnx.errors import Gpt2OnnxError, OptionError, first_line
 from gpt2_onnx.interrupts import install_interrupt_handlers
 
-__all__ = ["cli", "main"]
+__all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "cli", "main"]
 
-EXIT_INTERRUPTED = 130
-EXIT_INTERNAL = 70
-
-
-def _message(exc: Gpt2OnnxError, ctx: click.Context, group: click.Group) -> str:
-    """The error's one line; an :class:`OptionError` names the subcommand's flags, not Python parameters."""
-    if not isinstance(exc, OptionError):
-        return str(exc)
-    command = group.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
-    return exc.render(flag_names(command) if command is not None else {})
-
-
-class Gpt2OnnxGroup(click.Group):
-    """A click group that turns library errors into one-line messages with their exit codes."""
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **kwargs: Any,
-    ) -> Any:
-        """As click's, but a usage error (unknown option, invalid choice) is one ``Error:`` line too, not the usage
-        text; ``--help`` still prints the help."""
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
-        try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
-        except click.ClickException as exc:
-            hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
-            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("Interrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        sys.exit(code if isinstance(code, int) else 0)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except Gpt2OnnxError as exc:
-            click.echo(f"Error: {_message(exc, ctx, self)}", err=True)
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except Exception as exc:  # a bug: one line by default, the traceback with --verbose (before or after COMMAND)
-            if ctx.params.get("verbose") or ctx.meta.get("gpt2_onnx.verbose"):
-                raise
-            detail = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__
-            click.echo(f"Internal error: {detail} (rerun with --verbose for details)", err=True)
-            ctx.exit(EXIT_INTERNAL)
-
-
-@click.group(
-    cls=Gpt2OnnxGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPT2_ONNX"},
+PROG_NAME = "gpt2-onnx"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in gpt2-onnx, not in its input
+COMPLETE_VARIABLE = (
+    "_GPT2_ONNX_COMPLETE"  # click's shell completion: eval "$(_GPT2_ONNX_COMPLETE=bash_source gpt2-onnx)"
 )
-@click.version_option(__version__, "--version", prog_name="gpt2-onnx")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name=PROG_NAME)
 @click.option(
     "-v",
     "--verbose",
@@ -96,7 +47,7 @@ def cli(verbose: bool) -> None:
 
     \b
     Examples:
-      gpt2-onnx export --model random:gpt2 --seed 0 -o out     # offline, GPT-2-small dimensions
+      gpt2-onnx export --model random:gpt2 --weights-seed 0 -o out  # offline, GPT-2-small dimensions
       gpt2-onnx run out -p "The meaning of life is" --max-new-tokens 40
       gpt2-onnx verify out
     """
@@ -117,20 +68,66 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """Console-script entry point."""
+def main(args: Sequence[str] | None = None) -> NoReturn:
+    """Run one command (``args``, default ``sys.argv[1:]``) and exit with its status: the console script and
+    ``python -m gpt2_onnx``. Call it from the main thread, which owns the signal handlers it sets."""
     install_interrupt_handlers()  # SIGTERM ends a command as Ctrl-C does, and neither can be swallowed
     if hasattr(signal, "SIGXFSZ"):  # a file-size limit: let the write fail with an error we clean up after
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    instruction = os.environ.get(COMPLETE_VARIABLE)
+    if instruction:
+        sys.exit(shell_complete(cli, {}, PROG_NAME, COMPLETE_VARIABLE, instruction))
+    sys.exit(_exit_status(sys.argv[1:] if args is None else list(args)))
+
+
+def _exit_status(args: list[str]) -> int:
+    """Run the command; every way it ends becomes an exit status, every error one line on stderr."""
+    ctx: click.Context | None = None
     try:
-        cli.main(prog_name="gpt2-onnx")
-    except SystemExit as exc:
-        if exc.code != EXIT_INTERRUPTED:
+        ctx = cli.make_context(PROG_NAME, args)
+        with ctx:
+            cli.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help and --version end here, as does ctx.exit()
+        return exc.exit_code
+    except click.ClickException as exc:  # a usage error (unknown option, invalid choice): one line, not the usage
+        hint = f" (see '{exc.ctx.command_path} --help')" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        return _error(f"{exc.format_message()}{hint}", exc.exit_code)
+    except Gpt2OnnxError as exc:
+        return _error(_message(exc, ctx), exc.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        return _interrupted()
+    except Exception as exc:  # a bug: one line by default, the traceback with --verbose (before or after COMMAND)
+        if ctx is not None and (ctx.params.get("verbose") or ctx.meta.get(VERBOSE_KEY)):
             raise
-        # Interrupted, and the clean-up is done. Leave now with exit code 130: seen once under load, the
-        # interpreter's own shutdown (library atexit hooks and threads met mid-import by the interrupt) ended the
-        # process by SIGINT instead, which callers see as -2, not 130.
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(EXIT_INTERRUPTED)
+        detail = f"{type(exc).__name__}: {first_line(exc)}" if str(exc).strip() else type(exc).__name__
+        click.echo(f"Internal error: {detail} (rerun with --verbose for details)", err=True)
+        return EXIT_INTERNAL
+    return 0
+
+
+def _error(message: str, code: int) -> int:
+    click.echo(f"Error: {message}", err=True)
+    return code
+
+
+def _message(exc: Gpt2OnnxError, ctx: click.Context | None) -> str:
+    """The error's one line; an :class:`OptionError` names the subcommand's flags, not Python parameters."""
+    if not isinstance(exc, OptionError):
+        return str(exc)
+    name = ctx.invoked_subcommand if ctx is not None else None
+    command = cli.get_command(ctx, name) if ctx is not None and name else None
+    return exc.render(flag_names(command) if command is not None else {})
+
+
+def _interrupted() -> int:
+    """The command stopped at an interrupt and its clean-up is done; from here on SIGINT and SIGTERM are ignored.
+
+    Nothing is left to stop, and the exit status must stay 130 through the interpreter's shutdown. A second signal
+    handled in Python would raise KeyboardInterrupt while SystemExit unwinds (Python then ends the process by
+    SIGINT: -2 to a caller, not 130), and one that comes once the shutdown has put the default handlers back would
+    end it by that signal; ignoring is the one disposition the shutdown keeps (tests/test_interrupts.py sends
+    signals all through an interrupted command's exit)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    click.echo("Interrupted.", err=True)
+    return EXIT_INTERRUPTED

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from gpt2_onnx.cli.options import provider_option, refuse_given, verbose_option
+from gpt2_onnx.cli.display import echo_json, progress
+from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import OptionError
 from gpt2_onnx.wording import plural
 
@@ -27,13 +27,7 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 @click.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Intra-op threads of both ONNX Runtime and torch.",
-)
+@threads_option("every system measured, ONNX Runtime and torch alike", default=2)
 @click.option(
     "--prompt-lengths",
     default="8,128",
@@ -71,18 +65,22 @@ def _lengths(text: str) -> tuple[int, ...]:
     help="Recorded rounds (interleaved across systems).",
 )
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids.")
+@click.option(
+    "--prompt-seed", "seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids."
+)
 @provider_option("ONNX Runtime provider; torch runs on the matching device.")
 @click.option(
+    "-m",
     "--model",
     default=None,
     help="Checkpoint of the eager baseline (default: the first folder's manifest source).",
 )
 @click.option(
-    "--model-seed",
+    "--weights-seed",
+    "model_seed",
     type=int,
     default=None,
-    help="Seed of random:NAME weights for the baseline (default: the manifest's).",
+    help="Seed of a random:NAME baseline's weights (default: the manifest's).",
 )
 @click.option(
     "--attention",
@@ -107,7 +105,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     help="Untimed decode steps each system runs right before each timed prefill, as a prefill follows the "
     "previous generation's decode steps in use (0: prefills back to back).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead of the table.")
+@json_option("Print the full report as JSON on stdout instead of the table.")
 @verbose_option
 @click.pass_context
 def bench(
@@ -170,10 +168,10 @@ def bench(
         model=model,
         model_seed=model_seed,
         unshared=unshared,
-        progress=lambda message: click.echo(f"  {message}", err=True),
+        progress=progress,
     )
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        echo_json(report.to_json())
     else:
         _print_table(report)
 

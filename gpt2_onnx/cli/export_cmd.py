@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import verbose_option
 from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
 from gpt2_onnx.dependencies import require_pytorch_side
@@ -16,31 +17,6 @@ if TYPE_CHECKING:
     from gpt2_onnx.app.export import ExportResult
 
 __all__ = ["export"]
-
-
-class StageDisplay:
-    """Shows each stage on one line of stderr: its name when it starts, its time when it ends."""
-
-    def __init__(self) -> None:
-        self.line_open = False
-
-    def __call__(self, name: str, event: str, elapsed: float) -> None:
-        if event == "start":
-            click.echo(f"  {name:<28}", nl=False, err=True)
-            self.line_open = True
-        else:
-            click.echo(f"{elapsed:7.1f} s", err=True)
-            self.line_open = False
-
-    def close_line(self) -> None:
-        """End a stage line cut short by an error, so the error message starts a line of its own."""
-        if self.line_open:
-            click.echo("", err=True)
-            self.line_open = False
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1e6:,.1f} MB"
 
 
 @click.command()
@@ -68,7 +44,11 @@ def _megabytes(size: int) -> str:
     help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).",
 )
 @click.option(
-    "--seed", type=int, default=None, help="Seed of random:NAME weights (default 0); a checkpoint has its own."
+    "--weights-seed",
+    "seed",
+    type=int,
+    default=None,
+    help="Seed of random:NAME weights (default 0); a checkpoint has its own.",
 )
 @click.option(
     "--tokenizer",
@@ -132,9 +112,9 @@ def export(
 
     \b
     Examples:
-      gpt2-onnx export --opset 17 -o gpt2-onnx-out            # openai-community/gpt2 from the Hub
+      gpt2-onnx export --opset 17 -o gpt2-onnx-out                 # openai-community/gpt2 from the Hub
       gpt2-onnx export --model ./my-finetuned-gpt2 -o out
-      gpt2-onnx export --model random:gpt2 --seed 0 -o out   # offline
+      gpt2-onnx export --model random:gpt2 --weights-seed 0 -o out  # offline
       gpt2-onnx export --model random:gpt2 --precision int4 -o out-int4
     """
     output = output.expanduser()  # '~' quoted past the shell still means the home folder, never a folder named '~'
@@ -178,7 +158,7 @@ def _print_result(result: ExportResult) -> None:
     weights = manifest.files[manifest.weights_file].size
     click.echo(
         f"Wrote {result.folder}: {', '.join(r.file for r in manifest.graphs.values())} + {manifest.weights_file} "
-        f"({_megabytes(weights)}; graphs and weights {_megabytes(manifest.graph_and_weight_bytes)}, "
+        f"({megabytes(weights)}; graphs and weights {megabytes(manifest.graph_and_weight_bytes)}, "
         f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
     )
     if result.report is not None:

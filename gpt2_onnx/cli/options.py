@@ -1,4 +1,8 @@
-"""Options several commands share, defined once, and the rule that no option is silently ignored."""
+"""Options several commands share, defined once so that each word means one thing on every command, and the rule
+that no option is silently ignored.
+
+Options are read from the command line only; the one exception is ``--provider``, which also reads
+``GPT2_ONNX_PROVIDER`` (a machine's provider is a property of the machine, set once in its environment)."""
 
 from __future__ import annotations
 
@@ -13,13 +17,19 @@ from gpt2_onnx.providers import PROVIDERS
 
 __all__ = [
     "PROVIDER_CHOICES",
+    "PROVIDER_VARIABLE",
+    "VERBOSE_KEY",
     "flag_names",
+    "json_option",
     "provider_option",
     "refuse_given",
+    "threads_option",
     "verbose_option",
     "was_given",
 ]
 
+PROVIDER_VARIABLE = "GPT2_ONNX_PROVIDER"  # the one option read from the environment
+VERBOSE_KEY = "gpt2_onnx.verbose"  # in the root context's meta: --verbose was given after COMMAND
 PROVIDER_CHOICES = tuple(PROVIDERS)
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
@@ -35,16 +45,42 @@ def provider_option(help_text: str) -> Callable[[F], F]:
         type=click.Choice(PROVIDER_CHOICES),
         default="cpu",
         show_default=True,
-        envvar="GPT2_ONNX_PROVIDER",
+        envvar=PROVIDER_VARIABLE,
+        show_envvar=True,
         help=help_text,
     )
+
+
+def threads_option(applies_to: str, default: int | None = None) -> Callable[[F], F]:
+    """``--threads N``: intra-op threads, on every command. Without a ``default`` (run, verify) 0 or no value
+    leaves the count to ONNX Runtime; with one (bench, which compares systems at one count) it is at least 1."""
+    if default is None:
+        return click.option(
+            "--threads",
+            type=click.IntRange(min=0),
+            default=None,
+            help=f"Intra-op threads of {applies_to} (0 or unset: ONNX Runtime's default).",
+        )
+    return click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=True,
+        help=f"Intra-op threads of {applies_to}.",
+    )
+
+
+def json_option(help_text: str) -> Callable[[F], F]:
+    """``--json``: on every command a flag (parameter ``as_json``) that prints the result as JSON on stdout instead
+    of text; a file to write is another option's (``verify --report PATH``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         from gpt2_onnx.cli.logs import configure_logging
 
-        ctx.find_root().meta["gpt2_onnx.verbose"] = True
+        ctx.find_root().meta[VERBOSE_KEY] = True
         configure_logging(verbose=True)
 
 

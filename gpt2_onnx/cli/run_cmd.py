@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,8 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpt2_onnx.cli.display import echo_json
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
-from gpt2_onnx.cli.options import provider_option, refuse_given, verbose_option
+from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.wording import plural
@@ -84,9 +84,9 @@ def _summary(result: GenerationResult) -> str:
     )
 
 
-def _json_line(result: GenerationResult, prompt: Prompt) -> str:
+def _json_line(result: GenerationResult, prompt: Prompt) -> dict[str, object]:
     where = {"index": prompt.index, **({"line": prompt.line} if prompt.line is not None else {})}
-    return json.dumps({**where, **result.to_json()}, ensure_ascii=False)
+    return {**where, **result.to_json()}
 
 
 def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> None:
@@ -155,14 +155,9 @@ def _random_weights_note(manifest: Manifest) -> None:
     show_default=True,
     help="Prompts generated together (left-padded); above 1, each text is printed when complete.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per prompt and line.")
+@json_option("Print one JSON object per prompt and line on stdout (JSON lines) instead of the text.")
 @provider_option("ONNX Runtime execution provider; never silently replaced by another.")
-@click.option(
-    "--threads",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Intra-op threads (0 or unset: ONNX Runtime's default).",
-)
+@threads_option("each ONNX Runtime session")
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
 @click.option(
     "--layout",
@@ -243,7 +238,7 @@ def _generate_all(
             continue
         for result, item in zip(model.generate([p.text for p in batch], options), batch, strict=True):
             if as_json:
-                click.echo(_json_line(result, item))
+                echo_json(_json_line(result, item), lines=True)
             else:
                 click.echo(f"{result.prompt}{result.text}")
                 click.echo(_summary(result), err=True)

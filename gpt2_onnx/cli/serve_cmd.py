@@ -92,7 +92,10 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
 @click.option("--model-name", default=None, help="The model name clients pass [default: the export folder's name].")
 @provider_option("ONNX Runtime execution provider of every replica; never silently replaced by another.")
 @click.option(
-    "--threads", type=click.IntRange(min=1), default=None, help="ONNX Runtime threads per replica [its CPUs]."
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Intra-op threads of each replica's ONNX Runtime session [the replica's CPUs].",
 )
 @click.option(
     "--cpus-per-replica",

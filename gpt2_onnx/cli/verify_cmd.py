@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from gpt2_onnx.cli.options import provider_option, verbose_option
+from gpt2_onnx.cli.display import StageDisplay, echo_json
+from gpt2_onnx.cli.options import json_option, provider_option, threads_option, verbose_option
 from gpt2_onnx.dependencies import require_pytorch_side
-from gpt2_onnx.errors import ParityError
+from gpt2_onnx.errors import OutputPathError, ParityError
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.wording import plural
 
@@ -26,13 +27,17 @@ __all__ = ["verify"]
 @click.option(
     "--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Rows of the padded batch."
 )
-@click.option("--threads", type=click.IntRange(min=0), default=None, help="ONNX Runtime intra-op threads.")
+@threads_option("each ONNX Runtime session")
+@json_option(
+    "Print the report as JSON on stdout instead of the table (versions, provider, hardware, the manifest's hashes, "
+    "every comparison)."
+)
 @click.option(
-    "--json",
-    "json_path",
-    type=click.Path(path_type=Path),
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the report as JSON ('-': stdout).",
+    help="Also write the JSON report to this file, whatever the verdict (--json prints it on stdout).",
 )
 @verbose_option
 def verify(
@@ -42,7 +47,8 @@ def verify(
     steps: int,
     batch_size: int,
     threads: int | None,
-    json_path: Path | None,
+    as_json: bool,
+    report_path: Path | None,
 ) -> None:
     """Measure an export's parity with its source model and fail if a tolerance is exceeded.
 
@@ -54,13 +60,15 @@ def verify(
     \b
     Examples:
       gpt2-onnx verify out
-      gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --json report.json
+      gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --report report.json
+      gpt2-onnx verify out --json > report.json
     """
-    from gpt2_onnx.cli.export_cmd import StageDisplay
     from gpt2_onnx.report_table import render_report
     from gpt2_onnx.verify_report import VerifyOptions
 
     read_manifest(folder)  # a folder that is no export is refused before anything else
+    if report_path is not None:
+        _check_report_path(report_path)  # before minutes of work
     require_pytorch_side("verify (it runs the source model)")  # before the application layer's import
     from gpt2_onnx.app.verify import verify_export
 
@@ -70,17 +78,29 @@ def verify(
         report = verify_export(VerifyOptions(folder, model, provider, steps, batch_size, threads), display)
     finally:
         display.close_line()
-    as_json = json.dumps(report.to_json(), indent=2)
-    to_stdout = json_path is not None and str(json_path) == "-"
-    if to_stdout:
-        click.echo(as_json)
+    if report_path is not None:
+        _write_report(report_path, report.to_json())
+    if as_json:
+        echo_json(report.to_json())
     else:
-        if json_path is not None:
-            json_path.write_text(as_json + "\n", encoding="utf-8")
         click.echo(render_report(report))
     if not report.ok:
-        where = "in the JSON report's failures" if to_stdout else "above"
+        where = "in the JSON report's failures" if as_json else "above"
         raise ParityError(f"verify failed: {plural(len(report.failures()), 'failure')}, listed {where}")
     click.echo(
         f"PASS: {plural(len(report.parity.comparisons), 'comparison')} within tolerance, all files intact", err=True
     )
+
+
+def _check_report_path(path: Path) -> None:
+    if str(path) == "-":
+        raise OutputPathError("--report takes a file name; --json prints the report on stdout")
+    if not path.parent.is_dir():
+        raise OutputPathError(f"cannot write the report to '{path}': the folder '{path.parent}' does not exist")
+
+
+def _write_report(path: Path, data: object) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OutputPathError(f"cannot write the report to '{path}': {exc.strerror or exc}") from exc
