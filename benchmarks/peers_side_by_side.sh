@@ -8,7 +8,7 @@
 #   benchmarks/peers_side_by_side.sh                  # writes benchmarks/results/<UTC stamp>-peers.{json,md}
 #   REPEATS=5 PEERS="openvino llama-cpp" benchmarks/peers_side_by_side.sh
 #   OURS_DEFAULTS=0 benchmarks/peers_side_by_side.sh \
-#     --ours "gpt2-onnx fp32, one session" benchmarks/out/peers/gpt2-onnx-fp32 share_weights=false
+#     --ours "gpt2-onnx fp32, split sessions" benchmarks/out/peers/gpt2-onnx-fp32 layout=split
 #
 # Arguments go to benchmarks/peers_side_by_side.py: more gpt2-onnx systems as --ours LABEL FOLDER [FIELD=VALUE ...]
 # (any SystemSpec field: the runtime options of the bench's ONNX path), more peers as --peer.
@@ -56,8 +56,8 @@ for precision in fp32 int8 int4; do
   fi
 done
 if [ "$OURS_DEFAULTS" = 1 ]; then
-  systems+=(--ours "gpt2-onnx fp32 (default, shared mapped weights)" "$OUT/gpt2-onnx-fp32")
-  systems+=(--ours "gpt2-onnx fp32, prepacked per session" "$OUT/gpt2-onnx-fp32" share_weights=false)
+  systems+=(--ours "gpt2-onnx fp32 (default: one merged session)" "$OUT/gpt2-onnx-fp32")
+  systems+=(--ours "gpt2-onnx fp32, split sessions as shipped" "$OUT/gpt2-onnx-fp32" layout=split)
   systems+=(--ours "gpt2-onnx int8" "$OUT/gpt2-onnx-int8")
   systems+=(--ours "gpt2-onnx int4" "$OUT/gpt2-onnx-int4")
 fi

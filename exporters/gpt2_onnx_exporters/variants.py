@@ -55,10 +55,10 @@ def model_for_tracing(model: GPT2LMHeadModel, variant: GraphVariant) -> GPT2LMHe
     return copy.deepcopy(model).half().eval()
 
 
-# --optimize measured on the CPU provider (GPT-2-small, 2 threads, one interleaved run): decode 27.1 vs 23.9 ms,
-# prefill of 128 tokens 168 vs 141 ms unfused; with int4, decode 10.3 vs 8.9 ms. The CPU MultiHeadAttention kernel
-# is slower than what ONNX Runtime makes of the plain graph itself (FusedMatMul, FastGelu). Kept for CUDA, where
-# fused attention kernels are the point; not measured there (no GPU was available).
+# --optimize is slower than the plain graph on the CPU provider (benchmarks/runtime_modes.sh and op_profile.py;
+# figures in docs/performance.md): the CPU MultiHeadAttention and SkipLayerNormalization kernels are slower than what
+# ONNX Runtime makes of the plain graph itself (FusedMatMul, FastGelu). Kept for CUDA, where fused attention kernels
+# are the point; not measured there (no GPU was available).
 def _fuse(model: ir.Model) -> dict[str, int]:
     from onnxscript.rewriter.ort_fusions import optimize_for_ort
 

@@ -162,18 +162,12 @@ def bench(
         decode_steps_before_prefill=decode_steps_before_prefill,
     )
     report = bench_exports(
-        list(folders),
-        settings,
-        eager=not no_eager,
-        model=model,
-        model_seed=model_seed,
-        unshared=unshared,
+        list(folders), settings, eager=not no_eager, model=model, model_seed=model_seed, unshared=unshared,
         progress=progress,
-    )
+    )  # fmt: skip
     if as_json:
-        echo_json(report.to_json())
-    else:
-        _print_table(report)
+        return echo_json(report.to_json())
+    _print_table(report)
 
 
 def _print_table(report: BenchReport) -> None:

@@ -19,6 +19,7 @@ from gpt2_onnx.cli.options import provider_option
 from gpt2_onnx.errors import InvalidInputError
 
 if TYPE_CHECKING:
+    from gpt2_onnx.app.openai_api import ApiSettings
     from gpt2_onnx.app.serving import Deployed, ServeConfig
     from gpt2_onnx.providers import ProviderName
 
@@ -154,50 +155,91 @@ def serve(
     """
     _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
     verbose = bool(click.get_current_context().find_root().params.get("verbose"))
+    _prepare_serving(export, address, cast("ProviderName", provider), verbose)
+    from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
+    from gpt2_onnx.app.openai_api import ApiSettings
+
+    cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
+    config = _serve_config(
+        ApiSettings(
+            model_name=model_name or export.resolve().name,
+            api_key=api_key or None,
+            max_body_bytes=max_body_bytes,
+            timeout_s=timeout,
+        ),
+        export=export,
+        provider=cast("ProviderName", provider),  # click.Choice admits only these names
+        threads=threads if threads is not None or provider == "cuda" else max(1, math.floor(cpus)),
+        host=host,
+        port=port,
+        replicas=(replicas, max_replicas),
+        address=address,
+        resources=(cpus, gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda")),
+        batching=(max_batch, max_queue),
+        verbose=verbose,
+    )
+    if not _is_loopback(host) and not config.replica.api.api_key:
+        click.echo(f"Warning: listening on {host} without an API key; anyone who reaches it can use it.", err=True)
+    try:
+        serving.serve_until_stopped(config, lambda deployed: _announce(config, deployed, detach), detach)
+    except KeyboardInterrupt:
+        click.echo("Stopped.", err=True)  # the normal end of a server: exit status 0
+
+
+def _prepare_serving(export: Path, address: str | None, provider: ProviderName, verbose: bool) -> None:
+    """Set Ray's environment before it is imported, import the application layer's serving (the serve extra), and
+    check the export where it can be checked: here without --address; on a cluster only if the folder is here."""
     if address is None:  # before Ray is imported: its services then listen on loopback only
         os.environ.setdefault(RAY_SINGLE_MACHINE, "0")
     if not verbose:  # Ray's C++ core logs to stderr; its files keep everything
         os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
     try:
         from gpt2_onnx.app import serving
-        from gpt2_onnx.app.openai_api import ApiSettings
     except ImportError as exc:
         raise click.ClickException(f"{EXTRA_HINT} ({exc})") from exc
     if address is None:
-        serving.check_here(export, cast("ProviderName", provider))
+        serving.check_here(export, provider)
     elif export.exists():  # on a cluster the folder may exist on its nodes only, and the GPUs too
         serving.check_here(export, None)
-    cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
-    api = ApiSettings(
-        model_name=model_name or export.resolve().name,
-        api_key=api_key or None,
-        max_body_bytes=max_body_bytes,
-        timeout_s=timeout,
-    )
+
+
+def _serve_config(
+    api: ApiSettings,
+    *,
+    export: Path,
+    provider: ProviderName,
+    threads: int | None,
+    host: str,
+    port: int,
+    replicas: tuple[int, int | None],
+    address: str | None,
+    resources: tuple[float, float],
+    batching: tuple[int, int],
+    verbose: bool,
+) -> ServeConfig:
+    """The deployment ``serve`` runs: ``replicas`` (count, most under autoscaling), ``resources`` (CPUs, GPUs per
+    replica) and ``batching`` (rows per step, requests waiting) as the flags gave them."""
+    from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
+
     replica = serving.ReplicaConfig(
         export=str(export.resolve()),
         api=api,
-        engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
-        provider=cast("ProviderName", provider),  # click.Choice admits only these names
-        threads=threads if threads is not None or provider == "cuda" else max(1, math.floor(cpus)),
+        engine=serving.EngineOptions(max_rows=batching[0], max_waiting=batching[1]),
+        provider=provider,
+        threads=threads,
     )
-    config = serving.ServeConfig(
+    config: ServeConfig = serving.ServeConfig(
         replica=replica,
         host=host,
         port=port,
-        replicas=replicas,
-        max_replicas=max_replicas,
+        replicas=replicas[0],
+        max_replicas=replicas[1],
         address=address,
-        cpus_per_replica=cpus,
-        gpus_per_replica=gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda"),
+        cpus_per_replica=resources[0],
+        gpus_per_replica=resources[1],
         log_level=logging.INFO if verbose else logging.ERROR,
     )
-    if not _is_loopback(host) and not api.api_key:
-        click.echo(f"Warning: listening on {host} without an API key; anyone who reaches it can use it.", err=True)
-    try:
-        serving.serve_until_stopped(config, lambda deployed: _announce(config, deployed, detach), detach)
-    except KeyboardInterrupt:
-        click.echo("Stopped.", err=True)  # the normal end of a server: exit status 0
+    return config
 
 
 def _announce(config: ServeConfig, deployed: Deployed, detach: bool) -> None:

@@ -129,7 +129,7 @@ def resolve_layout(options: RuntimeOptions) -> Literal["merged", "split"]:
 
 def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
     """split layout: shared weights for float32 graphs on the CPU only: a CUDA session copies its weights to the
-    GPU anyway, and quantized graphs need prepacking (MatMulNBits runs ~30× slower without it). Not when the
+    GPU anyway, and quantized graphs need prepacking (MatMulNBits runs many times slower without it). Not when the
     caller sets prepacking itself."""
     return (
         options.share_weights

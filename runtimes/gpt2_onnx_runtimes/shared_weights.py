@@ -1,18 +1,17 @@
 """Weights in memory once: one read-only memory map of the export's weights file, whose tensors both sessions
 take as their initializers (``SessionOptions.add_initializer``), with ONNX Runtime's weight prepacking off.
 
-Why each part is needed (GPT-2-small fp32, 475 MiB of weights; RSS with both sessions loaded and run once):
-
-    ONNX Runtime's default              1,382 MiB   maps the file per session, then prepacks each MatMul
-                                                    weight into a private copy, per session
-    prepacking off                      1,087 MiB   two maps of one file: Linux counts the pages per map
-    one map shared, prepacking on       1,559 MiB   the packed copies stay, one per session
-    one map shared, prepacking off        616 MiB   the weights' pages once, plus the runtime itself
+Why each part is needed (the split layout, both sessions loaded and run once): by default ONNX Runtime maps the
+file per session and then prepacks each MatMul weight into a private copy per session; with prepacking off, two
+maps of one file still count twice (Linux counts the pages per map); one shared map with prepacking on keeps the
+packed copies, one per session; one shared map with prepacking off holds the weights' pages once, plus the runtime.
+The RSS of each mode is measured by ``benchmarks/runtime_modes.sh`` (docs/performance.md).
 
 Prepacking reorders weight matrices for MLAS's GEMM kernels; without it, single-row products (decode, M = 1)
-use MLAS's M=1 kernels straight from the map, and prompt-sized products pack panels on the fly. Measured cost
-(GPT-2-small, 2 threads, interleaved): decode +10 %, prefill of 128 tokens +21 %. Quantized graphs are not
-shared this way: MatMulNBits without its prepacked layout is ~30× slower (see gpt2_onnx_runtimes.session).
+use MLAS's M=1 kernels straight from the map, and prompt-sized products pack panels on the fly, which costs
+prefill more than decode. Quantized graphs are not shared this way: MatMulNBits without its prepacked layout is
+many times slower (see gpt2_onnx_runtimes.session). The merged layout (gpt2_onnx_runtimes.generation_graph) keeps
+one session, so its weights are prepacked once and need none of this.
 """
 
 from __future__ import annotations
