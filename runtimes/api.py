@@ -17,7 +17,7 @@ from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import DECODE, PREFILL
-from runtimes.generation import Generation, GenerationOptions, GenerationResult
+from runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
 from runtimes.providers import ProviderName
 from runtimes.session import LoadedExport, RuntimeOptions
 from runtimes.streaming import TextStream
@@ -86,16 +86,17 @@ class Gpt2Onnx:
     def generate(
         self, prompts: str | Sequence[str], options: GenerationOptions | None = None
     ) -> list[GenerationResult]:
-        """Generate for one prompt or a batch (left-padded together); one result per prompt, in order."""
+        """Generate for one prompt or a batch (left-padded together): ``num_return_sequences`` results per prompt,
+        prompt-major (each result's ``index`` and ``sequence`` say which), best first."""
         texts = [prompts] if isinstance(prompts, str) else list(prompts)
         results = self.generate_ids(self._prompt_ids(texts), options)
-        return [replace(result, prompt=text) for result, text in zip(results, texts, strict=True)]
+        return [replace(result, prompt=texts[result.index]) for result in results]
 
     def generate_ids(
         self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None
     ) -> list[GenerationResult]:
         """Generate from token ids (a batch of prompts)."""
-        return Generation(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer).run()
+        return generate_ids(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer)
 
     def stream(self, prompt: str, options: GenerationOptions | None = None) -> TextStream:
         """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
