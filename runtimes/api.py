@@ -18,6 +18,7 @@ from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import DECODE, PREFILL
 from runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
+from runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from runtimes.providers import ProviderName
 from runtimes.session import LoadedExport, RuntimeOptions
 from runtimes.streaming import TextStream
@@ -30,11 +31,19 @@ TOKENIZER_FILE = "tokenizer.json"
 
 
 class Gpt2Onnx:
-    """A loaded export folder: both sessions on one provider, plus its tokenizer."""
+    """A loaded export folder: both sessions on one provider, plus its tokenizer and the checkpoint's generation
+    defaults (``generation_config.json``).
 
-    def __init__(self, loaded: LoadedExport, tokenizer: TextTokenizer) -> None:
+    ``generate``, ``generate_ids`` and ``stream`` without options use the checkpoint's defaults (:meth:`options`);
+    a :class:`GenerationOptions` given is used exactly as it is.
+    """
+
+    def __init__(
+        self, loaded: LoadedExport, tokenizer: TextTokenizer, defaults: CheckpointDefaults | None = None
+    ) -> None:
         self._loaded = loaded
         self.tokenizer = tokenizer
+        self.checkpoint_defaults = defaults or CheckpointDefaults()
 
     @classmethod
     def load(
@@ -51,7 +60,7 @@ class Gpt2Onnx:
                 f"provider '{provider}' contradicts options.provider '{options.provider}'; give one of them"
             )
         loaded = LoadedExport.load(Path(folder), options)
-        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE))
+        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE), CheckpointDefaults.read(folder))
 
     @property
     def manifest(self) -> Manifest:
@@ -65,6 +74,14 @@ class Gpt2Onnx:
     def providers(self) -> dict[str, list[str]]:
         """The providers each session created so far actually runs on ("generation" in the merged layout)."""
         return self._loaded.providers()
+
+    def options(self, **given: object) -> GenerationOptions:
+        """GenerationOptions from the checkpoint's defaults, ``given`` options winning (``max_new_tokens=20``)."""
+        return self.checkpoint_defaults.resolve(**given).options
+
+    def resolve_options(self, **given: object) -> ResolvedOptions:
+        """As :meth:`options`, with where each value came from and which checkpoint values were not used."""
+        return self.checkpoint_defaults.resolve(**given)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -96,12 +113,12 @@ class Gpt2Onnx:
         self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None
     ) -> list[GenerationResult]:
         """Generate from token ids (a batch of prompts)."""
-        return generate_ids(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer)
+        return generate_ids(self._loaded, prompt_ids, options or self.options(), self.tokenizer)
 
     def stream(self, prompt: str, options: GenerationOptions | None = None) -> TextStream:
         """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
         string is yielded. The chunks join to the text :meth:`generate` returns; ``.result`` has the rest."""
-        options = options or GenerationOptions()
+        options = options or self.options()
         generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
         return TextStream(generation, self.tokenizer, options.stop, prompt)
 
