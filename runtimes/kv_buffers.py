@@ -10,9 +10,10 @@ address, with the exact shape), then the two swap. Memory is fixed at 2 × the c
     step k:   past  ← buffer[k % 2][: B·nh·P·hs]        present → buffer[(k+1) % 2][: B·nh·(P+N)·hs]
 
 Beam search reorders the cache's rows between steps (:meth:`KvBuffers.reorder`): row r of the next past is row
-``rows[r]`` of this one. With the batch unchanged it copies, in place, only the rows that change; a new batch size
-(the prompts' rows expanded to one per beam after the prefill) is gathered into the other buffer, which then holds
-the past. Rows are contiguous (nh·P·hs floats each), so either is one numpy copy per cache tensor.
+``rows[r]`` of this one. When at most half the rows change, they are copied in place (each twice: out, then back);
+otherwise, or for a new batch size (the prompts' rows expanded to one per beam after the prefill), every row is
+gathered once into the other buffer, which then holds the past. Rows are contiguous (nh·P·hs floats each), so
+either is one numpy copy per cache tensor.
 """
 
 from __future__ import annotations
@@ -76,11 +77,9 @@ class KvBuffers:
         current = self._buffers[self._current]
         if len(rows) == self.batch:
             moved = np.flatnonzero(rows != np.arange(self.batch))
-            if moved.size:
-                for tensor in current:
-                    view = tensor[: self.batch * width].reshape(self.batch, width)
-                    view[moved] = view[rows[moved]]  # the right side is a copy: overlapping moves are safe
-            return
+            if 2 * moved.size <= self.batch:  # cheaper than gathering every row (or nothing to do)
+                self._move_in_place(current, rows, moved, width)
+                return
         other = self._buffers[1 - self._current]
         for source, target in zip(current, other, strict=True):
             np.take(
@@ -88,8 +87,16 @@ class KvBuffers:
                 rows,
                 axis=0,
                 out=target[: len(rows) * width].reshape(len(rows), width),
+                mode="clip",  # rows are checked above; "raise" would copy through a temporary buffer
             )
         self._current, self.batch = 1 - self._current, len(rows)
+
+    def _move_in_place(self, current: np.ndarray, rows: np.ndarray, moved: np.ndarray, width: int) -> None:
+        if not moved.size:
+            return
+        for tensor in current:
+            view = tensor[: self.batch * width].reshape(self.batch, width)
+            view[moved] = view[rows[moved]]  # the right side is a copy: overlapping moves are safe
 
     def past(self, index: int) -> np.ndarray:
         """Cache tensor ``index`` as it stands, (B, nh, P, hs): a view, valid until the next step."""
