@@ -20,7 +20,7 @@ from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx.interrupts import raise_if_interrupted
 from runtimes.kv_cache import KvCacheRunner
 from runtimes.options import GenerationOptions
-from runtimes.processors import RowHistory, log_softmax, logits_processors, sampling_warpers
+from runtimes.processors import RowHistory, chosen_logprobs, logits_processors, sampling_warpers
 from runtimes.results import FinishReason, GenerationResult, step_timings
 from runtimes.sampling import draw, greedy
 from runtimes.session import LoadedExport
@@ -116,7 +116,7 @@ class _Selector:
         histories = [row.history() for row in rows]
         scores = self.warpers(self.processors(logits, histories), histories)
         chosen = draw(scores, self.generators) if self.options.do_sample else greedy(scores)
-        logprobs = log_softmax(scores)[np.arange(len(rows)), chosen]  # (B,)
+        logprobs = chosen_logprobs(scores, chosen)  # (B,)
         return chosen, logprobs
 
 

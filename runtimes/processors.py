@@ -49,8 +49,10 @@ __all__ = [
     "Temperature",
     "TopK",
     "TopP",
+    "chosen_logprobs",
     "log_softmax",
     "logits_processors",
+    "logsumexp",
     "sampling_warpers",
     "softmax",
 ]
@@ -73,18 +75,38 @@ class LogitsProcessor(Protocol):
     def __call__(self, scores: np.ndarray, rows: Sequence[RowHistory]) -> np.ndarray: ...
 
 
+def _floating(scores: np.ndarray) -> np.ndarray:
+    return scores if np.issubdtype(scores.dtype, np.floating) else scores.astype(np.float32)
+
+
+def logsumexp(scores: np.ndarray) -> np.ndarray:
+    """(R, V) → (R, 1) float64: exponentials in the scores' own precision, their sum in float64."""
+    scores = _floating(scores)
+    top = scores.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):  # a row of -inf only gives NaN, as torch's does
+        total = np.exp(scores - top).sum(axis=-1, keepdims=True, dtype=np.float64)
+    return top.astype(np.float64) + np.log(total)
+
+
 def softmax(scores: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64; rows of -inf only give NaN, as torch's does."""
-    shifted = scores.astype(np.float64) - scores.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
+    """Row-wise softmax in the scores' precision (float32 logits stay float32, as in torch)."""
+    scores = _floating(scores)
+    with np.errstate(invalid="ignore"):
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True, dtype=np.float64).astype(exp.dtype)
 
 
 def log_softmax(scores: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in float64 (beam search's per-token scores)."""
-    wide = scores.astype(np.float64)
-    top = wide.max(axis=-1, keepdims=True)
-    return wide - top - np.log(np.exp(wide - top).sum(axis=-1, keepdims=True))
+    """Row-wise log-softmax in the scores' precision (beam search's per-token scores, as transformers')."""
+    scores = _floating(scores)
+    return scores - logsumexp(scores).astype(scores.dtype)
+
+
+def chosen_logprobs(scores: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """(R, V) scores, (R,) ids → (R,) float64 log-softmax of each row's id, without a pass over the whole
+    log-softmax."""
+    picked = np.take_along_axis(scores, chosen[:, None], axis=-1).astype(np.float64)  # (R, 1)
+    return (picked - logsumexp(scores))[:, 0]
 
 
 def _mask_rows(scores: np.ndarray, banned: Sequence[Sequence[int] | np.ndarray]) -> np.ndarray:
