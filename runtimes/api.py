@@ -119,6 +119,10 @@ class Gpt2Onnx:
         """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
         string is yielded. The chunks join to the text :meth:`generate` returns; ``.result`` has the rest."""
         options = options or self.options()
+        if options.num_return_sequences > 1:
+            raise InvalidInputError(
+                f"a stream gives one sequence, not num_return_sequences {options.num_return_sequences}: use generate"
+            )
         generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
         return TextStream(generation, self.tokenizer, options.stop, prompt)
 

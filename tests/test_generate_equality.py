@@ -141,3 +141,5 @@ def test_token_ids_options_outside_the_vocabulary(model: Gpt2Onnx) -> None:
         model.generate("Hi", GenerationOptions(bad_words_ids=((50257,),)))
     with pytest.raises(InvalidInputError, match="cannot stream"):
         model.stream("Hi", GenerationOptions(num_beams=2))
+    with pytest.raises(InvalidInputError, match="a stream gives one sequence"):
+        model.stream("Hi", GenerationOptions(do_sample=True, num_return_sequences=2))
