@@ -69,7 +69,8 @@ class BeamSearch:
         offsets = np.arange(count)[:, None] * beams  # (P, 1): a prompt's first row
         while not scorer.done:
             raise_if_interrupted()  # an interrupt that something swallowed still ends the generation
-            log_probs = self._processors(log_softmax(logits), self._histories())  # (P·K, V)
+            histories = self._histories() if len(self._processors) else []  # processors alone read them
+            log_probs = self._processors(log_softmax(logits), histories)  # (P·K, V)
             parents, tokens = scorer.step(log_probs)  # (P, K) each
             if scorer.done:
                 break
