@@ -48,6 +48,7 @@ def _ours(export: Path, threads: int, beams: int) -> Callable[[list[list[int]], 
     from runtimes.beam_generation import BeamSearch
     from runtimes.kv_cache import KvCacheRunner
     from runtimes.options import GenerationOptions
+    from runtimes.processors import ProcessorChain
     from runtimes.session import LoadedExport, RuntimeOptions
 
     loaded = LoadedExport.load(export, RuntimeOptions(provider="cpu", intra_op_threads=threads, inter_op_threads=1))
@@ -64,13 +65,14 @@ def _ours(export: Path, threads: int, beams: int) -> Callable[[list[list[int]], 
     def generate(prompts: list[list[int]], new_tokens: int) -> dict[str, Any]:
         options = GenerationOptions(max_new_tokens=new_tokens, num_beams=beams, ignore_eos=True)
         search = BeamSearch(loaded, prompts, options)
-        chain, (marks, mark) = search._processors, _marks()
+        marks, mark = _marks()
 
-        def marked(scores: Any, rows: Any) -> Any:
+        def marker(scores: Any, rows: Any) -> Any:
             mark()
-            return chain(scores, rows)
+            return scores
 
-        search._processors = marked  # type: ignore[assignment]  # the marker runs where transformers' does
+        # the marker runs first in the chain, where transformers' does in its own
+        search._processors = ProcessorChain((marker, *search._processors.processors))
         reorders.clear()
         start = time.perf_counter()
         results = search.run()
