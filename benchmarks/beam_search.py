@@ -183,6 +183,12 @@ def _median(rounds: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(r[key] for r in rounds), 3) for key in rounds[0]}
 
 
+def _best(rounds: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's best round (interference from other work only ever makes a round slower)."""
+    pick = {key: max if key == "tokens_per_s" else min for key in rounds[0]}
+    return {key: round(pick[key](r[key] for r in rounds), 3) for key in rounds[0]}
+
+
 def reorder_cost(beams: int, lengths: tuple[int, ...] = (128, 512, 1024), repeats: int = 20) -> list[dict[str, Any]]:
     """The CPU cache reorder alone on GPT-2-small's cache (12 layers × key/value, 12 heads × 64), ``beams`` rows:
     the worst case (every row moves: rows rotated by one) and a typical one (one row replaced by another)."""
@@ -227,6 +233,7 @@ def coordinate(args: argparse.Namespace) -> dict[str, Any]:
                     rounds[w.system].append(_figures(run, batch, args.new_tokens))
                     tokens[w.system] = run["tokens"]
             medians = {system: _median(found) for system, found in rounds.items()}
+            best = {system: _best(found) for system, found in rounds.items()}
             cases.append(
                 {
                     "batch": batch,
@@ -234,10 +241,14 @@ def coordinate(args: argparse.Namespace) -> dict[str, Any]:
                     "new_tokens": args.new_tokens,
                     "beams": args.beams,
                     "median": medians,
+                    "best": best,
                     "rounds": rounds,
                     "same_tokens": tokens["ours"] == tokens["transformers"],
                     "ms_per_step_ratio": round(
                         medians["ours"]["ms_per_step"] / medians["transformers"]["ms_per_step"], 3
+                    ),
+                    "best_ms_per_step_ratio": round(
+                        best["ours"]["ms_per_step"] / best["transformers"]["ms_per_step"], 3
                     ),
                 }
             )
@@ -258,8 +269,8 @@ def coordinate(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        f"Beam search ({report['cases'][0]['beams']} beams), {report['threads']} threads, median of "
-        f"{report['rounds']} interleaved rounds; load average before {report['load_average_before'][0]:.2f}, "
+        f"Beam search ({report['cases'][0]['beams']} beams), {report['threads']} threads, {report['rounds']} "
+        f"interleaved rounds: median (best round); load average before {report['load_average_before'][0]:.2f}, "
         f"after {report['load_average_after'][0]:.2f}.",
         "",
         "| batch × prompt tokens → new | system | ms/step (lower is better) | tokens/s (higher is better) | "
@@ -269,12 +280,15 @@ def markdown(report: dict[str, Any]) -> str:
     for case in report["cases"]:
         label = f"{case['batch']} × {case['prompt_tokens']} → {case['new_tokens']}"
         for system, figures in case["median"].items():
+            best = case["best"][system]
             reorder = f"{figures['reorder_ms_per_step']:.2f}" if "reorder_ms_per_step" in figures else "-"
             lines.append(
-                f"| {label} | {system} | {figures['ms_per_step']:.1f} | {figures['tokens_per_s']:.1f} | "
-                f"{figures['first_step_ms']:.1f} | {reorder} | {'yes' if case['same_tokens'] else 'no'} |"
+                f"| {label} | {system} | {figures['ms_per_step']:.1f} ({best['ms_per_step']:.1f}) | "
+                f"{figures['tokens_per_s']:.1f} ({best['tokens_per_s']:.1f}) | {figures['first_step_ms']:.1f} "
+                f"({best['first_step_ms']:.1f}) | {reorder} | {'yes' if case['same_tokens'] else 'no'} |"
             )
-        lines.append(f"| {label} | ours / transformers | {case['ms_per_step_ratio']:.2f}× | | | | |")
+        ratios = f"{case['ms_per_step_ratio']:.2f}× ({case['best_ms_per_step_ratio']:.2f}×)"
+        lines.append(f"| {label} | ours / transformers | {ratios} | | | | |")
     lines += ["", "KV-cache reorder alone (CPU buffers, GPT-2-small cache, one row per beam):", ""]
     lines += ["| positions | cache MiB | every row moves, ms | one row moves, ms |", "| --- | --- | --- | --- |"]
     for row in report["reorder_alone"]:
@@ -291,7 +305,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where to write the JSON report (and a .md beside it)")
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--worker", choices=["ours", "transformers"], help=argparse.SUPPRESS)
     args = parser.parse_args()

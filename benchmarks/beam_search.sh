@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${OUT:-benchmarks/out}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-7}
 NEW_TOKENS=${NEW_TOKENS:-32}
 THREADS=${THREADS:-2}
 mkdir -p "$OUT" benchmarks/results
