@@ -9,11 +9,19 @@ onnxruntime-genai (the generate() API for C, C++, C#, Java and Python) reads thi
   logits cover every new position; ``prefill.onnx`` (last-position logits only) is for our own KV loops;
 - ``attention_mask`` and ``position_ids`` of one integer type (both int64 here), ``context_length`` > 0, and
   ``past_present_share_buffer`` false, because our past and present tensors grow by one position per step.
+
+Its ``search`` section carries the checkpoint's own defaults from ``generation_config.json`` where genai has the
+same option with the same meaning (:data:`GENAI_SEARCH`): ``do_sample``, ``num_beams``, ``num_return_sequences``,
+``length_penalty``, ``early_stopping`` (True/False; genai has no "never"), ``no_repeat_ngram_size``,
+``repetition_penalty``, ``temperature``, ``top_k``, ``top_p``. genai counts ``max_length`` and ``min_length`` over
+prompt and output together, so ``max_new_tokens`` and ``min_new_tokens`` have no equivalent there; nor do
+``bad_words_ids``, ``forced_eos_token_id`` and ``min_p``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ from gpt2_onnx.names import (
     ATTENTION_MASK,
     DECODE,
     GENAI_CONFIG_FILE,
+    GENERATION_CONFIG_FILE,
     INPUT_IDS,
     LOGITS,
     POSITION_IDS,
@@ -32,9 +41,48 @@ from gpt2_onnx.names import (
     present_names,
 )
 
-__all__ = ["GENAI_MODEL_TYPE", "genai_config", "write_genai_config"]
+__all__ = [
+    "GENAI_MODEL_TYPE",
+    "GENAI_SEARCH",
+    "genai_config",
+    "read_generation_config",
+    "search_defaults",
+    "write_genai_config",
+]
 
 GENAI_MODEL_TYPE = "decoder"
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# generation_config.json keys that genai's "search" section takes with the same meaning, and the values it takes.
+GENAI_SEARCH: dict[str, Callable[[Any], bool]] = {
+    "do_sample": _is_bool,
+    "num_beams": _is_int,
+    "num_return_sequences": _is_int,
+    "length_penalty": _is_number,
+    "early_stopping": _is_bool,  # genai's is a boolean: transformers' "never" stays out
+    "no_repeat_ngram_size": _is_int,
+    "repetition_penalty": _is_number,
+    "temperature": _is_number,
+    "top_k": _is_int,
+    "top_p": _is_number,
+}
+
+
+def search_defaults(generation: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint's ``generation_config.json`` values that genai's ``search`` section can carry."""
+    return {key: generation[key] for key, fits in GENAI_SEARCH.items() if key in generation and fits(generation[key])}
 
 
 def _special_tokens(manifest: Manifest) -> dict[str, int]:
@@ -63,8 +111,9 @@ def _check_decode_names(manifest: Manifest) -> None:
         raise ManifestError(f"the decode graph lacks what onnxruntime-genai binds: {', '.join(missing)}")
 
 
-def genai_config(manifest: Manifest) -> dict[str, Any]:
-    """The ``genai_config.json`` content for an export described by ``manifest``."""
+def genai_config(manifest: Manifest, generation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``genai_config.json`` content for an export described by ``manifest`` whose checkpoint's
+    ``generation_config.json`` holds ``generation``."""
     _check_decode_names(manifest)
     dims = manifest.dims
     decoder = {
@@ -97,17 +146,31 @@ def genai_config(manifest: Manifest) -> dict[str, Any]:
             "decoder": decoder,
         },
         "search": {
-            # Greedy by default, like transformers' generate for GPT-2; callers change it per request.
+            # Greedy unless the checkpoint says otherwise, like transformers' generate; callers change it per request.
             "do_sample": False,
             "num_beams": 1,
+            **search_defaults(generation or {}),
             "max_length": dims.n_positions,
             "past_present_share_buffer": False,  # past (B, nh, P, hs) → present (B, nh, P + N, hs) grows
         },
     }
 
 
+def read_generation_config(folder: Path) -> dict[str, Any]:
+    """The checkpoint's ``generation_config.json`` in ``folder`` ({} when there is none)."""
+    path = folder / GENERATION_CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"cannot read {path}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
 def write_genai_config(folder: Path, manifest: Manifest) -> str:
-    """Write ``genai_config.json`` into ``folder``; return its name."""
-    text = json.dumps(genai_config(manifest), indent=2) + "\n"
+    """Write ``genai_config.json`` into ``folder`` (with the search defaults of its ``generation_config.json``);
+    return its name."""
+    text = json.dumps(genai_config(manifest, read_generation_config(folder)), indent=2) + "\n"
     (folder / GENAI_CONFIG_FILE).write_text(text, encoding="utf-8")
     return GENAI_CONFIG_FILE

@@ -130,6 +130,27 @@ def tiny_model(tiny_checkpoint: Path) -> Any:
     return GPT2LMHeadModel.from_pretrained(tiny_checkpoint, attn_implementation="eager").eval()
 
 
+@pytest.fixture(scope="session")
+def peaked_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny checkpoint with a wider initialisation (0.2, not 0.02): its next-token distributions are peaked, so
+    near-ties between candidates do not decide equality tests of greedy and beam search."""
+    return save_checkpoint(tmp_path_factory.mktemp("peaked-checkpoint"), seed=1, initializer_range=0.2)
+
+
+@pytest.fixture(scope="session")
+def peaked_export(peaked_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The peaked checkpoint's export (check=False: the tests using it compare with transformers themselves)."""
+    return export_checkpoint(peaked_checkpoint, tmp_path_factory.mktemp("peaked-export") / "tiny", check=False)
+
+
+@pytest.fixture(scope="session")
+def peaked_model(peaked_checkpoint: Path) -> Any:
+    """The peaked checkpoint loaded with transformers (eager attention)."""
+    from transformers import GPT2LMHeadModel
+
+    return GPT2LMHeadModel.from_pretrained(peaked_checkpoint, attn_implementation="eager").eval()
+
+
 @pytest.fixture
 def copy_export(tiny_export: Path, tmp_path: Path) -> Callable[[], Path]:
     """A writable copy of the tiny export, for tests that damage it."""

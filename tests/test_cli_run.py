@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import Result
@@ -176,3 +177,79 @@ def test_generation_options_in_the_api_name_parameters(tiny_export: Path) -> Non
         GenerationOptions(top_k=5)
     with pytest.raises(InvalidInputError, match=r"^max_new_tokens must be >= 1"):
         GenerationOptions(max_new_tokens=0)
+
+
+def json_lines(result: Result) -> list[dict[str, Any]]:
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_run_beam_search_json_one_line_per_sequence(tiny_export: Path) -> None:
+    args = ["run", str(tiny_export), "-p", "Hello", "-p", "The quick brown fox", "--json", "-n", "6"]
+    lines = json_lines(invoke(*args, "--num-beams", "3", "--num-return-sequences", "2", "--batch-size", "2"))
+    assert [(line["index"], line["sequence"]) for line in lines] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    expected = Gpt2Onnx.load(tiny_export).generate(
+        ["Hello", "The quick brown fox"], GenerationOptions(max_new_tokens=6, num_beams=3, num_return_sequences=2)
+    )
+    for line, result in zip(lines, expected, strict=True):
+        assert line["token_ids"] == result.token_ids and line["text"] == result.text
+        assert line["score"] == result.score and len(line["token_logprobs"]) == len(result.token_ids)
+        assert line["options"]["num_beams"] == 3 and line["from_checkpoint"] == []
+    assert lines[0]["score"] >= lines[1]["score"]
+
+
+def test_run_beam_search_text_one_block_per_sequence(tiny_export: Path) -> None:
+    result = invoke(
+        "run", str(tiny_export), "-p", "Hello", "-n", "4", "--num-beams", "2", "--num-return-sequences", "2"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("Hello") == 2
+    assert "sequence 0, score" in result.stderr and "sequence 1, score" in result.stderr
+
+
+def test_run_index_counts_across_batches(tiny_export: Path) -> None:
+    lines = json_lines(invoke("run", str(tiny_export), "-p", "a", "-p", "b", "-p", "c", "--json", "-n", "2"))
+    assert [line["index"] for line in lines] == [0, 1, 2]
+
+
+def test_run_processor_flags(tiny_export: Path) -> None:
+    args = ["run", str(tiny_export), "-p", "The quick brown fox", "--json", "-n", "10", "--ignore-eos"]
+    [plain] = json_lines(invoke(*args))
+    banned = plain["token_ids"][:2]
+    [line] = json_lines(
+        invoke(
+            *args,
+            "--no-repeat-ngram-size",
+            "2",
+            "--bad-word-ids",
+            ",".join(map(str, banned)),
+            "--min-p",
+            "0.1",
+            "--sample",
+            "--seed",
+            "1",
+        )
+    )
+    options = line["options"]
+    assert options["no_repeat_ngram_size"] == 2 and options["bad_words_ids"] == [banned] and options["min_p"] == 0.1
+    [forced] = json_lines(invoke(*args[:-1], "--forced-eos-token-id", "50256", "-n", "3"))
+    assert forced["token_ids"][-1] == 50256 and forced["finish_reason"] == "eos"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--temperature", "0.5"], "--temperature applies only with --sample"),
+        (["--top-k", "5", "--min-p", "0.1"], "--top-k and --min-p apply only with --sample"),
+        (["--length-penalty", "0.5"], "--length-penalty applies only with --num-beams > 1"),
+        (["--early-stopping", "true"], "--early-stopping applies only with --num-beams > 1"),
+        (["--num-return-sequences", "2"], "greedy decoding returns one sequence"),
+        (["--num-beams", "2", "--num-return-sequences", "3"], "exceeds --num-beams 2"),
+        (["--num-beams", "2", "--sample"], "beam sampling"),
+        (["--num-beams", "2", "--stop", "x"], "--stop strings are not supported with beam search (--num-beams > 1)"),
+        (["--bad-word-ids", "1,x"], "comma-separated token ids"),
+        (["--forced-eos-token-id", "60000"], "outside [0, 50257)"),
+    ],
+)
+def test_run_refuses_bad_combinations_in_one_line(tiny_export: Path, flags: list[str], message: str) -> None:
+    assert_error(invoke("run", str(tiny_export), "-p", "x", *flags), 2, message)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.genai_config import genai_config
+from gpt2_onnx.genai_config import genai_config, read_generation_config, search_defaults
 from gpt2_onnx.hashing import sha256_file
 from gpt2_onnx.manifest import GraphRecord, read_manifest
 from gpt2_onnx.names import DECODE, GENAI_CONFIG_FILE, GRAPH_FILES
@@ -21,7 +21,25 @@ def test_export_writes_genai_config_listed_in_manifest(tiny_export: Path) -> Non
     manifest = read_manifest(tiny_export)
     path = tiny_export / GENAI_CONFIG_FILE
     assert manifest.files[GENAI_CONFIG_FILE].sha256 == sha256_file(path)
-    assert json.loads(path.read_text(encoding="utf-8")) == genai_config(manifest)
+    assert json.loads(path.read_text(encoding="utf-8")) == genai_config(manifest, read_generation_config(tiny_export))
+
+
+def test_search_section_carries_the_checkpoints_defaults_genai_understands(tiny_export: Path) -> None:
+    generation = {
+        "num_beams": 4,
+        "num_return_sequences": 2,
+        "length_penalty": 0.5,
+        "early_stopping": "never",  # genai's early_stopping is a boolean: left out
+        "no_repeat_ngram_size": 3,
+        "max_new_tokens": 20,  # genai counts max_length over prompt and output: left out
+        "bad_words_ids": [[1]],
+        "top_k": True,  # not an integer: left out
+    }
+    expected = {"num_beams": 4, "num_return_sequences": 2, "length_penalty": 0.5, "no_repeat_ngram_size": 3}
+    assert search_defaults(generation) == expected
+    search = genai_config(read_manifest(tiny_export), generation)["search"]
+    assert {k: search[k] for k in expected} == expected and search["do_sample"] is False
+    assert search["max_length"] == read_manifest(tiny_export).dims.n_positions
 
 
 def test_genai_config_describes_the_decode_graph(tiny_export: Path) -> None:

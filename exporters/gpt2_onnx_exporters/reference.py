@@ -73,7 +73,9 @@ class ReferenceModel:
         with the EOS id, as transformers does."""
         from transformers import GenerationConfig
 
-        # A fresh config: plain greedy, whatever processors the checkpoint's generation_config.json asks for.
+        # Plain greedy, whatever the checkpoint's generation_config.json asks for (beams, n-gram bans, several
+        # sequences). transformers 5 fills every option a config passed to generate leaves unset from the model's
+        # own generation_config, so a fresh config alone is not enough: the model's is swapped out for the call.
         config = GenerationConfig(
             do_sample=False,
             num_beams=1,
@@ -81,9 +83,14 @@ class ReferenceModel:
             eos_token_id=eos_token_id,
             pad_token_id=eos_token_id if eos_token_id is not None else 0,
         )
-        out = self.model.generate(
-            input_ids=torch.from_numpy(input_ids),
-            attention_mask=torch.from_numpy(attention_mask),
-            generation_config=config,
-        )
+        own = self.model.generation_config
+        self.model.generation_config = GenerationConfig()
+        try:
+            out = self.model.generate(
+                input_ids=torch.from_numpy(input_ids),
+                attention_mask=torch.from_numpy(attention_mask),
+                generation_config=config,
+            )
+        finally:
+            self.model.generation_config = own
         return out[:, input_ids.shape[1] :].numpy()

@@ -12,9 +12,17 @@ from gpt2_onnx.integrity import IntegrityCheck
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
+from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.session import RuntimeOptions, SessionLayout
 
-__all__ = ["GenerationOptions", "GenerationResult", "Gpt2Onnx", "load_for_generation"]
+__all__ = [
+    "CheckpointDefaults",
+    "GenerationOptions",
+    "GenerationResult",
+    "Gpt2Onnx",
+    "ResolvedOptions",
+    "load_for_generation",
+]
 
 
 def load_for_generation(

@@ -33,7 +33,7 @@ VERBOSE_KEY = "gpt2_onnx.verbose"  # in the root context's meta: --verbose was g
 PROVIDER_CHOICES = tuple(PROVIDERS)
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
-API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads"}
+API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads", "bad_words_ids": "--bad-word/--bad-word-ids"}
 
 F = TypeVar("F", bound=Callable[..., Any])
 

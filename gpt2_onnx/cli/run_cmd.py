@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpt2_onnx.cli.display import echo_json
+from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options, refuse_unread_flags
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError
@@ -18,7 +19,7 @@ from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
-    from gpt2_onnx.app.generate import GenerationOptions, GenerationResult, Gpt2Onnx
+    from gpt2_onnx.app.generate import GenerationOptions, GenerationResult, Gpt2Onnx, ResolvedOptions
 
 __all__ = ["run"]
 
@@ -76,17 +77,19 @@ def _batches(items: list[Prompt], size: int) -> Iterator[list[Prompt]]:
         yield items[start : start + size]
 
 
-def _summary(result: GenerationResult) -> str:
+def _summary(result: GenerationResult, several: bool) -> str:
     t = result.timings
+    rank = f"sequence {result.sequence}, score {result.score:.4f}; " if several else ""
     return (
-        f"[{plural(len(result.token_ids), 'token')}, {FINISH_WORDS[result.finish_reason]}; "
+        f"[{rank}{plural(len(result.token_ids), 'token')}, {FINISH_WORDS[result.finish_reason]}; "
         f"prefill {t['prefill_ms']:.1f} ms, decode {t['decode_ms_per_token']:.1f} ms/token]"
     )
 
 
-def _json_line(result: GenerationResult, prompt: Prompt) -> dict[str, object]:
+def _json_line(result: GenerationResult, prompt: Prompt, resolved: ResolvedOptions) -> dict[str, object]:
+    """The result, ``index`` counted among all prompts (``line`` too for a prompts file), and the options used."""
     where = {"index": prompt.index, **({"line": prompt.line} if prompt.line is not None else {})}
-    return {**where, **result.to_json()}
+    return {**result.to_json(), **where, **resolved.to_json()}
 
 
 def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> None:
@@ -100,17 +103,59 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
     finally:
         click.echo("")
         sys.stdout.flush()
-    click.echo(_summary(stream.result), err=True)
+    click.echo(_summary(stream.result, several=False), err=True)
 
 
-def _refuse_ignored_options(ctx: click.Context, sample: bool) -> None:
-    """No option is silently ignored: each that would have no effect here is refused (exit 2)."""
-    if not sample:
-        refuse_given(
-            ctx, ["temperature", "top_k", "top_p", "seed"], "only with --sample (greedy decoding ignores {it})"
-        )
+def _refuse_ignored_options(ctx: click.Context) -> None:
+    """No option is silently ignored: each that would have no effect here is refused (exit 2). The generation
+    flags' own rules (sampling flags without sampling, beam flags without beams) are :func:`refuse_unread_flags`'."""
     if ctx.params.get("as_json"):
         refuse_given(ctx, ["no_stream"], "only without --json (JSON lines are never streamed)")
+
+
+class _RunCommand(click.Command):
+    """``run``, whose ``--help`` after a FOLDER also lists that export's generation defaults."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["run.args"] = list(args)  # --help is handled while parsing: keep what it may need
+        return super().parse_args(ctx, args)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        folder = next((Path(a) for a in ctx.meta.get("run.args", []) if (Path(a) / "manifest.json").is_file()), None)
+        if folder is None:
+            return
+        from gpt2_onnx.app.generate import CheckpointDefaults
+
+        try:
+            defaults = CheckpointDefaults.read(folder)
+        except InvalidInputError as exc:
+            formatter.write_paragraph()
+            formatter.write_text(f"{folder}: {exc}")
+            return
+        formatter.write_paragraph()
+        formatter.write_text(f"Defaults of {folder} (its generation_config.json): {_describe(defaults.values)}")
+        for key, why in defaults.not_applied.items():
+            formatter.write_text(f"  not applied: {key} {why}")
+
+
+def _describe(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{FLAGS.get(name, name)} {value}" for name, value in values.items()) or "none"
+
+
+def _resolve(model: Gpt2Onnx, given: dict[str, Any]) -> ResolvedOptions:
+    """The options to run with: the checkpoint's defaults under the flags given; flags that the mode would not
+    read are refused, and the checkpoint's values used or left out are stated on stderr."""
+    defaults = model.checkpoint_defaults.values
+    sampling = bool(given.get("do_sample", defaults.get("do_sample", False)))
+    refuse_unread_flags(given, sampling, int(given.get("num_beams", defaults.get("num_beams", 1))))
+    resolved = model.resolve_options(**given)
+    used = {name: getattr(resolved.options, name) for name in resolved.from_checkpoint()}
+    if used:
+        click.echo(f"Using the checkpoint's generation defaults: {_describe(used)}", err=True)
+    for name, why in {**resolved.unused, **resolved.not_applied}.items():
+        click.echo(f"Note: the checkpoint's generation_config.json {name} is left out ({why})", err=True)
+    return resolved
 
 
 def _random_weights_note(manifest: Manifest) -> None:
@@ -124,7 +169,7 @@ def _random_weights_note(manifest: Manifest) -> None:
         )
 
 
-@click.command()
+@click.command(cls=_RunCommand)
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option(
     "-p",
@@ -139,13 +184,7 @@ def _random_weights_note(manifest: Manifest) -> None:
     help="File with one prompt per line ('-' for stdin); blank lines are refused. JSON lines carry each prompt's "
     "index and line.",
 )
-@click.option("-n", "--max-new-tokens", type=int, default=50, show_default=True)
-@click.option("--sample", is_flag=True, help="Sample instead of greedy decoding (transformers' do_sample).")
-@click.option("--temperature", type=float, default=1.0, show_default=True, help="With --sample only.")
-@click.option("--top-k", type=int, default=0, show_default=True, help="With --sample: keep the k most likely (0: all).")
-@click.option("--top-p", type=float, default=1.0, show_default=True, help="With --sample: nucleus mass, in (0, 1].")
-@click.option("--repetition-penalty", type=float, default=1.0, show_default=True)
-@click.option("--seed", type=int, default=None, help="With --sample: same seed, same text.")
+@generation_flags
 @click.option("--stop", multiple=True, help="Stop when this text appears (repeatable); it is left out of the output.")
 @click.option("--ignore-eos", is_flag=True, help="Keep generating past the end-of-text token.")
 @click.option(
@@ -153,9 +192,13 @@ def _random_weights_note(manifest: Manifest) -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Prompts generated together (left-padded); above 1, each text is printed when complete.",
+    help="Prompts generated together (left-padded); above 1, and with beam search or several sequences, each "
+    "text is printed when complete.",
 )
-@json_option("Print one JSON object per prompt and line on stdout (JSON lines) instead of the text.")
+@json_option(
+    "Print one JSON object per returned sequence and line on stdout (JSON lines) instead of the text: index (the "
+    "prompt), sequence (0.., best first), token_ids, text, score, token_logprobs, and the options used."
+)
 @provider_option("ONNX Runtime execution provider; never silently replaced by another.")
 @threads_option("each ONNX Runtime session")
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
@@ -176,13 +219,6 @@ def run(
     folder: Path,
     prompt: tuple[str, ...],
     prompts_file: str | None,
-    max_new_tokens: int,
-    sample: bool,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    repetition_penalty: float,
-    seed: int | None,
     stop: tuple[str, ...],
     ignore_eos: bool,
     batch_size: int,
@@ -192,31 +228,24 @@ def run(
     no_stream: bool,
     layout: str,
     no_sha256_check: bool,
+    **flags: Any,
 ) -> None:
-    """Generate text from an export FOLDER with ONNX Runtime.
+    """Generate text from an export FOLDER with ONNX Runtime: greedy, sampled (--sample) or by beam search
+    (--num-beams). An option left out takes the checkpoint's value (the export's generation_config.json), else
+    the default shown; 'run FOLDER --help' lists that folder's.
 
     \b
     Examples:
       gpt2-onnx run out -p "The meaning of life is" --max-new-tokens 40
       gpt2-onnx run out -p "Hello" --provider cuda --sample --temperature 0.8 --top-p 0.95 --seed 7
+      gpt2-onnx run out -p "Hello" --num-beams 4 --num-return-sequences 2 --no-repeat-ngram-size 2
       gpt2-onnx run out --prompts prompts.txt --batch-size 8 --json > results.jsonl
       echo "Once upon a time" | gpt2-onnx run out
     """
-    from gpt2_onnx.app.generate import GenerationOptions, load_for_generation
+    from gpt2_onnx.app.generate import load_for_generation
 
     manifest = read_manifest(folder)
-    _refuse_ignored_options(ctx, sample)
-    options = GenerationOptions(
-        max_new_tokens=max_new_tokens,
-        do_sample=sample,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        repetition_penalty=repetition_penalty,
-        seed=seed,
-        stop=stop,
-        ignore_eos=ignore_eos,
-    )
+    _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
     model = load_for_generation(
         folder,
@@ -225,20 +254,28 @@ def run(
         layout,  # type: ignore[arg-type]  # likewise the layouts'
         fingerprint_options(no_sha256_check),
     )
+    given = given_options(flags, model.encode)
+    given.update({"stop": stop} if stop else {})
+    given.update({"ignore_eos": True} if ignore_eos else {})
+    resolved = _resolve(model, given)
+    options = resolved.options
     _random_weights_note(manifest)
-    _generate_all(model, prompts, options, batch_size, as_json, stream=not (as_json or no_stream or batch_size > 1))
+    whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
+    _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
 
 
 def _generate_all(
-    model: Gpt2Onnx, prompts: list[Prompt], options: GenerationOptions, batch_size: int, as_json: bool, stream: bool
+    model: Gpt2Onnx, prompts: list[Prompt], resolved: ResolvedOptions, batch_size: int, as_json: bool, stream: bool
 ) -> None:
+    options = resolved.options
+    several = options.num_return_sequences > 1
     for batch in _batches(prompts, batch_size):
         if stream:
             _stream_one(model, batch[0].text, options)
             continue
-        for result, item in zip(model.generate([p.text for p in batch], options), batch, strict=True):
+        for result in model.generate([p.text for p in batch], options):
             if as_json:
-                echo_json(_json_line(result, item), lines=True)
+                echo_json(_json_line(result, batch[result.index], resolved), lines=True)
             else:
                 click.echo(f"{result.prompt}{result.text}")
-                click.echo(_summary(result), err=True)
+                click.echo(_summary(result, several), err=True)

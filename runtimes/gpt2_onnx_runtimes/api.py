@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import DECODE, PREFILL, TOKENIZER_FILE
 from gpt2_onnx.providers import ProviderName
-from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult
+from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
+from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.streaming import TextStream
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
@@ -28,11 +29,19 @@ __all__ = ["Gpt2Onnx"]
 
 
 class Gpt2Onnx:
-    """A loaded export folder: both sessions on one provider, plus its tokenizer."""
+    """A loaded export folder: both sessions on one provider, plus its tokenizer and the checkpoint's generation
+    defaults (``generation_config.json``).
 
-    def __init__(self, loaded: LoadedExport, tokenizer: TextTokenizer) -> None:
+    ``generate``, ``generate_ids`` and ``stream`` without options use the checkpoint's defaults (:meth:`options`);
+    a :class:`GenerationOptions` given is used exactly as it is.
+    """
+
+    def __init__(
+        self, loaded: LoadedExport, tokenizer: TextTokenizer, defaults: CheckpointDefaults | None = None
+    ) -> None:
         self._loaded = loaded
         self.tokenizer = tokenizer
+        self.checkpoint_defaults = defaults or CheckpointDefaults()
 
     @classmethod
     def load(
@@ -49,7 +58,7 @@ class Gpt2Onnx:
                 f"provider '{provider}' contradicts options.provider '{options.provider}'; give one of them"
             )
         loaded = LoadedExport.load(Path(folder), options)
-        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE))
+        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE), CheckpointDefaults.read(folder))
 
     @property
     def manifest(self) -> Manifest:
@@ -63,6 +72,14 @@ class Gpt2Onnx:
     def providers(self) -> dict[str, list[str]]:
         """The providers each session created so far actually runs on ("generation" in the merged layout)."""
         return self._loaded.providers()
+
+    def options(self, **given: object) -> GenerationOptions:
+        """GenerationOptions from the checkpoint's defaults, ``given`` options winning (``max_new_tokens=20``)."""
+        return self.checkpoint_defaults.resolve(**given).options
+
+    def resolve_options(self, **given: object) -> ResolvedOptions:
+        """As :meth:`options`, with where each value came from and which checkpoint values were not used."""
+        return self.checkpoint_defaults.resolve(**given)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)
@@ -84,21 +101,28 @@ class Gpt2Onnx:
     def generate(
         self, prompts: str | Sequence[str], options: GenerationOptions | None = None
     ) -> list[GenerationResult]:
-        """Generate for one prompt or a batch (left-padded together); one result per prompt, in order."""
+        """Generate for one prompt or a batch (left-padded together): ``num_return_sequences`` results per prompt,
+        prompt-major (each result's ``index`` and ``sequence`` say which), best first."""
         texts = [prompts] if isinstance(prompts, str) else list(prompts)
         results = self.generate_ids(self._prompt_ids(texts), options)
-        return [replace(result, prompt=text) for result, text in zip(results, texts, strict=True)]
+        return [replace(result, prompt=texts[result.index]) for result in results]
 
     def generate_ids(
         self, prompt_ids: Sequence[Sequence[int]], options: GenerationOptions | None = None
     ) -> list[GenerationResult]:
         """Generate from token ids (a batch of prompts)."""
-        return Generation(self._loaded, prompt_ids, options or GenerationOptions(), self.tokenizer).run()
+        return generate_ids(self._loaded, prompt_ids, options or self.options(), self.tokenizer)
 
     def stream(self, prompt: str, options: GenerationOptions | None = None) -> TextStream:
         """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
         string is yielded. The chunks join to the text :meth:`generate` returns; ``.result`` has the rest."""
-        options = options or GenerationOptions()
+        options = options or self.options()
+        if options.num_return_sequences > 1:
+            raise OptionError(
+                f"a stream gives one sequence, not {{num_return_sequences}} {options.num_return_sequences}: "
+                "use generate",
+                "num_return_sequences",
+            )
         generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
         return TextStream(generation, self.tokenizer, options.stop, prompt)
 

@@ -1,7 +1,10 @@
-"""Text generation: one prefill, then a decode loop over the KV cache; greedy unless sampling is asked for.
+"""Text generation: one prefill, then a decode loop over the KV cache; greedy unless sampling is asked for (beam
+search runs through :mod:`gpt2_onnx_runtimes.beam_generation`; :func:`generate_ids` picks).
 
 Batches are left-padded; every row's tokens equal what that prompt gives alone (greedy exactly; sampling too,
-since each row draws from its own generator seeded with the same seed).
+since each row draws from its own generator: seeded with ``seed`` for a prompt's first sequence and with
+``(seed, j)`` for its sequence j when ``num_return_sequences`` asks for several). Several sequences of one prompt
+share one prefill: the prompt's cache rows are copied into one row per sequence.
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -18,93 +20,30 @@ from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.interrupts import raise_if_interrupted
 from gpt2_onnx.wording import plural
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.sampling import apply_repetition_penalty, greedy, sample
+from gpt2_onnx_runtimes.options import GenerationOptions
+from gpt2_onnx_runtimes.processors import RowHistory, chosen_logprobs, logits_processors, sampling_warpers
+from gpt2_onnx_runtimes.results import FinishReason, GenerationResult, step_timings
+from gpt2_onnx_runtimes.sampling import draw, greedy
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 from gpt2_onnx_runtimes.validation import validate_token_ids
 
 __all__ = [
-    "SAMPLING_ONLY",
     "FinishReason",
     "Generation",
     "GenerationOptions",
     "GenerationResult",
     "StepEvent",
+    "check_prompts",
     "generate_ids",
+    "special_tokens",
 ]
-
-FinishReason = Literal["eos", "stop", "length"]
-# Options that only sampling reads, with their neutral values: set to anything else without do_sample, refused.
-SAMPLING_ONLY: dict[str, object] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": None}
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """How to generate. Greedy unless ``do_sample`` (as transformers' ``do_sample``)."""
-
-    max_new_tokens: int = 50
-    do_sample: bool = False
-    temperature: float = 1.0  # sampling only (refused otherwise); > 0
-    top_k: int = 0  # sampling only; 0 keeps every token
-    top_p: float = 1.0  # sampling only; in (0, 1]
-    repetition_penalty: float = 1.0  # > 0; 1 is off; applies to greedy too, as in transformers
-    seed: int | None = None  # sampling only: same seed, same prompt → same text
-    stop: tuple[str, ...] = ()  # stop when the generated text contains one of these (left out of the text)
-    ignore_eos: bool = False  # keep going past the end-of-text token
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise OptionError(f"{{max_new_tokens}} must be >= 1, got {self.max_new_tokens}", "max_new_tokens")
-        if self.do_sample and not self.temperature > 0:
-            raise OptionError(f"{{temperature}} must be > 0 when sampling, got {self.temperature}", "temperature")
-        if not 0 < self.top_p <= 1:
-            raise OptionError(f"{{top_p}} must lie in (0, 1], got {self.top_p}", "top_p")
-        if self.top_k < 0:
-            raise OptionError(f"{{top_k}} must be >= 0 (0 disables it), got {self.top_k}", "top_k")
-        if not self.repetition_penalty > 0:
-            raise OptionError(
-                f"{{repetition_penalty}} must be > 0, got {self.repetition_penalty}", "repetition_penalty"
-            )
-        if any(not s for s in self.stop):
-            raise OptionError("{stop} strings must not be empty", "stop")
-        if not self.do_sample:
-            given = [name for name, neutral in SAMPLING_ONLY.items() if getattr(self, name) != neutral]
-            if given:  # greedy decoding would ignore them: refused rather than silently dropped
-                names = " and ".join("{" + name + "}" for name in given)
-                verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
-                raise OptionError(
-                    f"{names} {verb} only when sampling: pass {{do_sample}} too, or leave {them} out",
-                    *given,
-                    "do_sample",
-                )
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    """One prompt's outcome. ``token_ids`` holds the new tokens only; ``text`` their decoded text (a stop string,
-    when one ended generation, is left out of ``text`` but its tokens stay in ``token_ids``)."""
-
-    prompt: str | None
-    prompt_ids: list[int]
-    token_ids: list[int]
-    text: str
-    finish_reason: FinishReason
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "prompt": self.prompt,
-            "prompt_ids": self.prompt_ids,
-            "token_ids": self.token_ids,
-            "text": self.text,
-            "finish_reason": self.finish_reason,
-            "timings": self.timings,
-        }
 
 
 @dataclass(frozen=True)
 class StepEvent:
-    """Tokens chosen at one step: ``tokens[i]`` for row i, or None where that row had already finished."""
+    """Tokens chosen at one step: ``tokens[i]`` for row i, or None where that row had already finished. Rows are
+    prompt-major: row ``i · num_return_sequences + j`` is prompt i's sequence j."""
 
     step: int
     tokens: list[int | None]
@@ -113,23 +52,45 @@ class StepEvent:
 @dataclass
 class _Row:
     prompt_ids: list[int]
+    index: int  # the prompt's place in the batch
+    sequence: int  # among the prompt's returned sequences
     generated: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
     finish: FinishReason | None = None
     text: str | None = None  # set when a stop string cut it
 
+    def history(self) -> RowHistory:
+        return RowHistory(self.prompt_ids + self.generated, len(self.prompt_ids))
 
-def _check_lengths(prompts: Sequence[Sequence[int]], options: GenerationOptions, n_positions: int) -> None:
+
+def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], options: GenerationOptions) -> None:
+    """Refuse prompts and token-id options that the model cannot take (one line each)."""
+    dims = loaded.manifest.dims
     if not prompts:
         raise InvalidInputError("no prompts given")
     for index, prompt in enumerate(prompts):
         if len(prompt) == 0:
             raise InvalidInputError(f"prompt {index} is empty; give at least one token")
-        if len(prompt) + options.max_new_tokens > n_positions:
+        if len(prompt) + options.max_new_tokens > dims.n_positions:
             raise OptionError(
                 f"prompt {index} has {plural(len(prompt), 'token')}; with {{max_new_tokens}} "
-                f"{options.max_new_tokens} that exceeds the model's {n_positions} positions",
+                f"{options.max_new_tokens} that exceeds the model's {dims.n_positions} positions",
                 "max_new_tokens",
             )
+        validate_token_ids(np.asarray(prompt, dtype=np.int64), dims.vocab_size, f"prompt {index}")
+    for seq in options.bad_words_ids:
+        validate_token_ids(np.asarray(seq, dtype=np.int64), dims.vocab_size, "bad_words_ids")
+    validate_token_ids(np.asarray(options.forced_eos_token_id, dtype=np.int64), dims.vocab_size, "forced_eos_token_id")
+
+
+def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tuple[int, ...], int]:
+    """The end-of-text ids generation stops at (none with ``ignore_eos``) and the id that pads batches."""
+    tokens = loaded.manifest.tokens
+    eos = tokens.get("eos_token_id")
+    if options.min_new_tokens > 0 and eos is None:
+        raise OptionError("{min_new_tokens} needs an end-of-text token, and the manifest names none", "min_new_tokens")
+    eos_ids = () if options.ignore_eos or eos is None else (int(eos),)
+    return eos_ids, int(tokens.get("pad_token_id") or tokens.get("eos_token_id") or 0)
 
 
 def _stop_cut(text: str, stops: Sequence[str]) -> int | None:
@@ -137,24 +98,33 @@ def _stop_cut(text: str, stops: Sequence[str]) -> int | None:
     return min(cuts) if cuts else None
 
 
+def _row_seed(seed: int, sequence: int) -> int | list[int]:
+    return seed if sequence == 0 else [seed, sequence]
+
+
 class _Selector:
-    """Chooses next tokens for a batch under the options (processors in transformers' order)."""
+    """Chooses next tokens for a batch under the options (processors, then warpers when sampling, in
+    transformers' order), with the log-probability of each choice."""
 
-    def __init__(self, options: GenerationOptions, rows: int) -> None:
+    def __init__(self, options: GenerationOptions, rows: Sequence[_Row], eos_ids: tuple[int, ...]) -> None:
         self.options = options
+        self.processors = logits_processors(options, eos_ids)
+        self.warpers = sampling_warpers(options)
         seed = options.seed if options.seed is not None else int(np.random.default_rng().integers(2**63))
-        self.generators = [np.random.default_rng(seed) for _ in range(rows)]
+        self.generators = [np.random.default_rng(_row_seed(seed, row.sequence)) for row in rows]
 
-    def __call__(self, logits: np.ndarray, rows: list[_Row]) -> np.ndarray:
-        opts = self.options
-        logits = apply_repetition_penalty(logits, [r.prompt_ids + r.generated for r in rows], opts.repetition_penalty)
-        if not opts.do_sample:
-            return greedy(logits)
-        return sample(logits, opts.temperature, opts.top_k, opts.top_p, self.generators)
+    def __call__(self, logits: np.ndarray, rows: Sequence[_Row]) -> tuple[np.ndarray, np.ndarray]:
+        """(B, V) logits → (B,) chosen ids and (B,) their log-probabilities."""
+        histories = [row.history() for row in rows]
+        scores = self.warpers(self.processors(logits, histories), histories)
+        chosen = draw(scores, self.generators) if self.options.do_sample else greedy(scores)
+        logprobs = chosen_logprobs(scores, chosen)  # (B,)
+        return chosen, logprobs
 
 
 class Generation:
-    """One batched generation, run lazily: iterate :meth:`steps` (or call :meth:`run`), then read :meth:`results`.
+    """One batched greedy or sampled generation, run lazily: iterate :meth:`steps` (or call :meth:`run`), then
+    read :meth:`results`.
 
     Not shared between threads; the loaded sessions underneath are.
     """
@@ -166,16 +136,16 @@ class Generation:
         options: GenerationOptions,
         tokenizer: TextTokenizer | None = None,
     ) -> None:
-        dims, tokens = loaded.manifest.dims, loaded.manifest.tokens
-        _check_lengths(prompts, options, dims.n_positions)
+        if options.num_beams > 1:
+            raise InvalidInputError("beam search chooses its tokens at the end, so it cannot stream: use generate")
+        check_prompts(loaded, prompts, options)
         if options.stop and tokenizer is None:
             raise InvalidInputError("stop strings need the tokenizer (generate from text, not ids)")
         self._loaded, self._options, self._tokenizer = loaded, options, tokenizer
-        self._eos = None if options.ignore_eos else tokens.get("eos_token_id")
-        self._pad = int(tokens.get("pad_token_id") or tokens.get("eos_token_id") or 0)
-        self._rows = [_Row([int(t) for t in p]) for p in prompts]
-        for index, row in enumerate(self._rows):
-            validate_token_ids(np.asarray(row.prompt_ids), dims.vocab_size, f"prompt {index}")
+        self._eos, self._pad = special_tokens(loaded, options)
+        self._prompts = [[int(t) for t in p] for p in prompts]
+        count = options.num_return_sequences
+        self._rows = [_Row(p, index, j) for index, p in enumerate(self._prompts) for j in range(count)]
         self._timings = {"prefill_s": 0.0, "total_s": 0.0}
         self._step_times: list[float] = []
         self._done = False
@@ -191,20 +161,25 @@ class Generation:
             raise RuntimeError("a Generation runs once")
         self._done = True
         rows, pad, options = self._rows, self._pad, self._options
-        ids, mask = left_pad([r.prompt_ids for r in rows], pad)  # (B, T)
-        selector = _Selector(options, len(rows))
-        runner = KvCacheRunner(self._loaded, capacity=ids.shape[1] + options.max_new_tokens)
+        ids, mask = left_pad(self._prompts, pad)  # (P, T): each prompt once
+        selector = _Selector(options, rows, self._eos)
+        runner = KvCacheRunner(self._loaded, capacity=ids.shape[1] + options.max_new_tokens, max_batch=len(rows))
         start = time.perf_counter()
-        logits = runner.prefill(ids, mask, position_ids(mask))  # (B, V)
+        logits = runner.prefill(ids, mask, position_ids(mask))  # (P, V)
+        if len(rows) > len(self._prompts):  # several sequences per prompt: one cache row each, from one prefill
+            copies = np.repeat(np.arange(len(self._prompts)), options.num_return_sequences)  # (B,)
+            runner.reorder(copies)
+            logits, mask = logits[copies], mask[copies]  # (B, V), (B, T)
         self._timings["prefill_s"] = time.perf_counter() - start
         next_pos = mask.sum(axis=1, keepdims=True)  # (B, 1): each row's next position
         for step in range(options.max_new_tokens):
             raise_if_interrupted()  # an interrupt that something swallowed still ends the generation
-            chosen = selector(logits, rows)  # (B,)
+            chosen, logprobs = selector(logits, rows)  # (B,), (B,)
             event: list[int | None] = []
-            for row, token in zip(rows, chosen.tolist(), strict=True):
+            for row, token, logprob in zip(rows, chosen.tolist(), logprobs.tolist(), strict=True):
                 event.append(None if row.finish else token)
                 if not row.finish:
+                    row.logprobs.append(logprob)
                     _advance(row, token, self._eos, options, self._tokenizer)
             self._timings["total_s"] = time.perf_counter() - start
             yield StepEvent(step, event)
@@ -221,8 +196,9 @@ class Generation:
         return self._rows[row].finish is not None
 
     def results(self) -> list[GenerationResult]:
-        """The results so far (complete once :meth:`steps` is exhausted)."""
-        return [_result(row, self._tokenizer, self._timings, self._step_times) for row in self._rows]
+        """The results so far (complete once :meth:`steps` is exhausted), one per row, prompt-major."""
+        timings = step_timings(self._timings["prefill_s"], self._timings["total_s"], self._step_times)
+        return [_result(row, self._tokenizer, timings) for row in self._rows]
 
 
 def generate_ids(
@@ -231,15 +207,21 @@ def generate_ids(
     options: GenerationOptions,
     tokenizer: TextTokenizer | None = None,
 ) -> list[GenerationResult]:
-    """Generate for a batch of token-id prompts (left-padded together). Stop strings need ``tokenizer``."""
+    """Generate for a batch of token-id prompts (left-padded together): greedy, sampled or by beam search, as
+    ``options`` say. Results are prompt-major, ``num_return_sequences`` per prompt, best first. Stop strings need
+    ``tokenizer``."""
+    if options.num_beams > 1:
+        from gpt2_onnx_runtimes.beam_generation import BeamSearch
+
+        return BeamSearch(loaded, prompts, options, tokenizer).run()
     return Generation(loaded, prompts, options, tokenizer).run()
 
 
 def _advance(
-    row: _Row, token: int, eos: int | None, options: GenerationOptions, tokenizer: TextTokenizer | None
+    row: _Row, token: int, eos: tuple[int, ...], options: GenerationOptions, tokenizer: TextTokenizer | None
 ) -> None:
     row.generated.append(token)  # the end-of-text token too, as transformers returns it
-    if eos is not None and token == eos:
+    if token in eos:
         row.finish = "eos"
         return
     if options.stop and tokenizer is not None:
@@ -252,14 +234,17 @@ def _advance(
         row.finish = "length"
 
 
-def _result(
-    row: _Row, tokenizer: TextTokenizer | None, timings: dict[str, float], step_times: list[float]
-) -> GenerationResult:
+def _result(row: _Row, tokenizer: TextTokenizer | None, timings: dict[str, float]) -> GenerationResult:
     text = row.text if row.text is not None else (tokenizer.decode(row.generated) if tokenizer else "")
-    decode_ms = 1000 * float(np.median(step_times)) if step_times else 0.0
-    timings = {
-        "prefill_ms": round(1000 * timings["prefill_s"], 3),
-        "decode_ms_per_token": round(decode_ms, 3),  # median over the batch's decode steps
-        "total_ms": round(1000 * timings["total_s"], 3),
-    }
-    return GenerationResult(None, row.prompt_ids, row.generated, text, row.finish or "length", timings)
+    return GenerationResult(
+        prompt=None,
+        prompt_ids=row.prompt_ids,
+        token_ids=row.generated,
+        text=text,
+        finish_reason=row.finish or "length",
+        timings=dict(timings),
+        index=row.index,
+        sequence=row.sequence,
+        token_logprobs=row.logprobs,
+        score=float(sum(row.logprobs)),
+    )

@@ -8,6 +8,12 @@ step reads the past from one and ONNX Runtime writes the present into the other 
 address, with the exact shape), then the two swap. Memory is fixed at 2 × the cache at full length.
 
     step k:   past  ← buffer[k % 2][: B·nh·P·hs]        present → buffer[(k+1) % 2][: B·nh·(P+N)·hs]
+
+Beam search reorders the cache's rows between steps (:meth:`KvBuffers.reorder`): row r of the next past is row
+``rows[r]`` of this one. When at most half the rows change, they are copied in place (each twice: out, then back);
+otherwise, or for a new batch size (the prompts' rows expanded to one per beam after the prefill), every row is
+gathered once into the other buffer, which then holds the past. Rows are contiguous (nh·P·hs floats each), so
+either is one numpy copy per cache tensor.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ __all__ = ["KvBuffers"]
 
 
 class KvBuffers:
-    """``count`` cache tensors of up to (batch, n_head, capacity, head_dim) float32, double-buffered."""
+    """``count`` cache tensors of up to (batch, n_head, capacity, head_dim) float32, double-buffered; room for
+    ``max_batch`` rows (default ``batch``) when :meth:`reorder` will grow the batch."""
 
-    def __init__(self, count: int, batch: int, n_head: int, capacity: int, head_dim: int) -> None:
+    def __init__(
+        self, count: int, batch: int, n_head: int, capacity: int, head_dim: int, max_batch: int | None = None
+    ) -> None:
         self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
-        size = batch * n_head * capacity * head_dim
+        self.max_batch = max(batch, max_batch or batch)
+        size = self.max_batch * n_head * capacity * head_dim
         self._buffers = [np.empty((count, size), dtype=np.float32) for _ in range(2)]  # (count, B·nh·C·hs) each
         self._current = 0  # the buffer holding the past
         self.length = 0  # positions in the past
@@ -57,6 +67,36 @@ class KvBuffers:
         """After a run: the present just written becomes the past."""
         self._current = 1 - self._current
         self.length += new
+
+    def reorder(self, rows: np.ndarray) -> None:
+        """Make row r of the past row ``rows[r]`` of the past as it stands (``len(rows)`` rows from now on)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) > self.max_batch or (rows.size and (rows.min() < 0 or rows.max() >= self.batch)):
+            raise ValueError(f"cannot reorder {self.batch} cache rows into {rows.tolist()} (room for {self.max_batch})")
+        width = self.n_head * self.length * self.head_dim  # floats per row
+        current = self._buffers[self._current]
+        if len(rows) == self.batch:
+            moved = np.flatnonzero(rows != np.arange(self.batch))
+            if 2 * moved.size <= self.batch:  # cheaper than gathering every row (or nothing to do)
+                self._move_in_place(current, rows, moved, width)
+                return
+        other = self._buffers[1 - self._current]
+        for source, target in zip(current, other, strict=True):
+            np.take(
+                source[: self.batch * width].reshape(self.batch, width),
+                rows,
+                axis=0,
+                out=target[: len(rows) * width].reshape(len(rows), width),
+                mode="clip",  # rows are checked above; "raise" would copy through a temporary buffer
+            )
+        self._current, self.batch = 1 - self._current, len(rows)
+
+    def _move_in_place(self, current: np.ndarray, rows: np.ndarray, moved: np.ndarray, width: int) -> None:
+        if not moved.size:
+            return
+        for tensor in current:
+            view = tensor[: self.batch * width].reshape(self.batch, width)
+            view[moved] = view[rows[moved]]  # the right side is a copy: overlapping moves are safe
 
     def past(self, index: int) -> np.ndarray:
         """Cache tensor ``index`` as it stands, (B, nh, P, hs): a view, valid until the next step."""

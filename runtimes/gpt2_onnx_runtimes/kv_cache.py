@@ -25,6 +25,7 @@ from gpt2_onnx.names import (
     present_names,
 )
 from gpt2_onnx_runtimes.kv_buffers import KvBuffers
+from gpt2_onnx_runtimes.kv_reorder import reorder_past
 from gpt2_onnx_runtimes.session import onnxruntime_errors
 
 if TYPE_CHECKING:
@@ -41,10 +42,11 @@ class KvCacheRunner:
 
     ``capacity``: the most positions the sequence will reach (prompt + new tokens). Given on the CPU, the cache
     lives in buffers of that size allocated once (:class:`KvBuffers`); otherwise ONNX Runtime allocates each
-    step's present.
+    step's present. ``max_batch``: the most rows the cache will hold after :meth:`reorder` (default: the
+    prefill's batch).
     """
 
-    def __init__(self, loaded: LoadedExport, capacity: int | None = None) -> None:
+    def __init__(self, loaded: LoadedExport, capacity: int | None = None, max_batch: int | None = None) -> None:
         self._loaded = loaded
         self._steps = loaded.steps
         dims = loaded.manifest.dims
@@ -56,6 +58,7 @@ class KvCacheRunner:
         self._past: list[ort.OrtValue] | None = None
         self._capacity = capacity if self._device == "cpu" else None
         self._buffers: KvBuffers | None = None
+        self._max_batch = max_batch
         self.past_length = 0
 
     @property
@@ -75,7 +78,7 @@ class KvCacheRunner:
         batch = input_ids.shape[0]
         if self._capacity is not None:
             self._buffers = KvBuffers(
-                len(self._past_names), batch, self._dims.n_head, self._capacity, self._dims.head_dim
+                len(self._past_names), batch, self._dims.n_head, self._capacity, self._dims.head_dim, self._max_batch
             )
         elif self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
             empty = np.zeros((batch, self._dims.n_head, 0, self._dims.head_dim), dtype=np.float32)  # (B, nh, 0, hs)
@@ -90,6 +93,19 @@ class KvCacheRunner:
         logits = self._run(DECODE, input_ids, attention_mask, position_ids, past=self._past)
         self.past_length += input_ids.shape[1]
         return logits
+
+    def reorder(self, rows: np.ndarray) -> None:
+        """Make row r of the cache row ``rows[r]`` of the cache as it stands (beam search, between steps); the
+        batch becomes ``len(rows)`` rows. The runtime's CPU buffers reorder in place in numpy; a cache in ONNX
+        Runtime's OrtValues is gathered on their device (:mod:`gpt2_onnx_runtimes.kv_reorder`), never through the
+        host."""
+        if self._buffers is not None:
+            self._buffers.reorder(rows)
+        elif self._past is not None:
+            if len(rows) != self._past[0].shape()[0] or not np.array_equal(rows, np.arange(len(rows))):
+                self._past = reorder_past(self._past, rows, self._device, self._device_id)
+        else:
+            raise RuntimeError("reorder() before prefill()")
 
     def _run(
         self,

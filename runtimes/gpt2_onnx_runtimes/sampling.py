@@ -1,5 +1,9 @@
-"""Next-token selection on numpy logits: greedy, or sampling with transformers' processors in transformers' order
-(repetition penalty, then temperature, top-k, top-p)."""
+"""Next-token choice on numpy scores: greedy argmax, or a draw from the softmax with one generator per row.
+
+The processors and warpers that shape the scores first live in :mod:`gpt2_onnx_runtimes.processors`; the functions here
+that take their parameters (:func:`apply_repetition_penalty`, :func:`top_k_filter`, :func:`top_p_filter`,
+:func:`sample`) are shorthands over them.
+"""
 
 from __future__ import annotations
 
@@ -7,53 +11,51 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["apply_repetition_penalty", "greedy", "sample", "top_k_filter", "top_p_filter"]
+from gpt2_onnx_runtimes.processors import (
+    ProcessorChain,
+    RepetitionPenalty,
+    RowHistory,
+    Temperature,
+    TopK,
+    TopP,
+    softmax,
+)
+
+__all__ = ["apply_repetition_penalty", "draw", "greedy", "sample", "top_k_filter", "top_p_filter"]
 
 
-def greedy(logits: np.ndarray) -> np.ndarray:
+def greedy(scores: np.ndarray) -> np.ndarray:
     """(B, V) → (B,) argmax ids."""
-    return logits.argmax(axis=-1).astype(np.int64)
+    return scores.argmax(axis=-1).astype(np.int64)
+
+
+def draw(scores: np.ndarray, generators: Sequence[np.random.Generator]) -> np.ndarray:
+    """One id per row from softmax(scores); row i draws from ``generators[i]`` (one uniform number per row and
+    step), so its result does not depend on the batch it is in."""
+    cdf = np.cumsum(softmax(scores), axis=-1)  # (B, V)
+    picks = [
+        int(np.searchsorted(cdf[row], gen.random() * cdf[row, -1], side="right")) for row, gen in enumerate(generators)
+    ]
+    return np.minimum(np.asarray(picks, dtype=np.int64), scores.shape[-1] - 1)
+
+
+def _rows(count: int) -> list[RowHistory]:
+    return [RowHistory((), 0)] * count  # warpers read no history
 
 
 def apply_repetition_penalty(logits: np.ndarray, history: Sequence[Sequence[int]], penalty: float) -> np.ndarray:
-    """transformers' rule: a seen token's logit is divided by ``penalty`` if positive, multiplied if negative."""
-    if penalty == 1.0:
-        return logits
-    out = logits.copy()
-    for row, seen in enumerate(history):
-        ids = np.unique(np.asarray(seen, dtype=np.int64))
-        values = out[row, ids]
-        out[row, ids] = np.where(values > 0, values / penalty, values * penalty)
-    return out
+    """transformers' rule: a seen token's logit is divided by ``penalty`` if >= 0, multiplied if negative."""
+    return RepetitionPenalty(penalty)(logits, [RowHistory(list(seen), 0) for seen in history])
 
 
 def top_k_filter(logits: np.ndarray, k: int) -> np.ndarray:
     """Keep the k largest logits per row (ties at the boundary kept); 0 disables."""
-    if k <= 0 or k >= logits.shape[-1]:
-        return logits
-    kth = np.partition(logits, -k, axis=-1)[:, -k][:, None]  # (B, 1)
-    return np.where(logits < kth, -np.inf, logits)
+    return TopK(k)(logits, _rows(len(logits)))
 
 
 def top_p_filter(logits: np.ndarray, p: float) -> np.ndarray:
     """Keep the smallest set of most likely tokens whose probability reaches ``p`` (always at least one)."""
-    if p >= 1.0:
-        return logits
-    order = np.argsort(-logits, axis=-1)  # (B, V) most likely first
-    sorted_logits = np.take_along_axis(logits, order, axis=-1)
-    probs = _softmax(sorted_logits)
-    cumulative = np.cumsum(probs, axis=-1)
-    remove_sorted = cumulative - probs >= p  # tokens entirely beyond the nucleus
-    remove_sorted[:, 0] = False
-    remove = np.zeros_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)
-    return np.where(remove, -np.inf, logits)
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
+    return TopP(p)(logits, _rows(len(logits)))
 
 
 def sample(
@@ -63,12 +65,6 @@ def sample(
     top_p: float,
     generators: Sequence[np.random.Generator],
 ) -> np.ndarray:
-    """Sample one id per row; row i draws from ``generators[i]`` so its result does not depend on the batch."""
-    scaled = logits.astype(np.float64) / temperature
-    filtered = top_p_filter(top_k_filter(scaled, top_k), top_p)
-    probs = _softmax(filtered)  # (B, V)
-    cdf = np.cumsum(probs, axis=-1)
-    picks = [
-        int(np.searchsorted(cdf[row], gen.random() * cdf[row, -1], side="right")) for row, gen in enumerate(generators)
-    ]
-    return np.minimum(np.asarray(picks, dtype=np.int64), logits.shape[-1] - 1)
+    """Temperature, top-k and top-p in transformers' order, then :func:`draw`."""
+    warpers = ProcessorChain((Temperature(temperature), TopK(top_k), TopP(top_p)))
+    return draw(warpers(logits, _rows(len(logits))), generators)

@@ -1,0 +1,175 @@
+"""``run``'s generation options: the flags, what each means, and the options a user actually gave.
+
+Every flag defaults to "not given" (None), so that the export's ``generation_config.json`` can supply the value
+(see :mod:`gpt2_onnx_runtimes.generation_defaults`), else GenerationOptions' own default, which each help text states.
+Flags the chosen mode would ignore are refused here with the flag's name: sampling flags without sampling
+(``--sample`` or the checkpoint's ``do_sample``), beam flags without ``--num-beams`` > 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from gpt2_onnx.errors import InvalidInputError
+
+__all__ = ["FLAGS", "generation_flags", "given_options", "refuse_unread_flags"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_DEFAULT = " [default: the checkpoint's, else {}]"
+
+# API name → the flag that sets it (parameters of the same name on the command).
+FLAGS: dict[str, str] = {
+    "max_new_tokens": "--max-new-tokens",
+    "do_sample": "--sample",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "min_p": "--min-p",
+    "seed": "--seed",
+    "repetition_penalty": "--repetition-penalty",
+    "num_beams": "--num-beams",
+    "length_penalty": "--length-penalty",
+    "early_stopping": "--early-stopping",
+    "num_return_sequences": "--num-return-sequences",
+    "no_repeat_ngram_size": "--no-repeat-ngram-size",
+    "min_new_tokens": "--min-new-tokens",
+    "forced_eos_token_id": "--forced-eos-token-id",
+}
+SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "seed")
+BEAM_FLAGS = ("length_penalty", "early_stopping")
+
+
+_EARLY_STOPPING: dict[str, bool | str] = {"true": True, "false": False, "never": "never"}
+
+
+def _early_stopping(value: str | None) -> bool | str | None:
+    return None if value is None else _EARLY_STOPPING[value]
+
+
+def _id_list(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> list[tuple[int, ...]]:
+    sequences = []
+    for value in values:
+        try:
+            sequences.append(tuple(int(part) for part in value.split(",")))
+        except ValueError:
+            raise click.BadParameter(f"'{value}' is not comma-separated token ids (e.g. 11,262)") from None
+    return sequences
+
+
+_OPTIONS: list[Callable[[F], F]] = [
+    click.option("-n", "--max-new-tokens", type=int, default=None, help="New tokens at most." + _DEFAULT.format(50)),
+    click.option(
+        "--sample/--greedy",
+        "do_sample",
+        default=None,
+        help="Sample (transformers' do_sample) or decode greedily." + _DEFAULT.format("greedy"),
+    ),
+    click.option("--temperature", type=float, default=None, help="Sampling only." + _DEFAULT.format(1.0)),
+    click.option(
+        "--top-k", type=int, default=None, help="Sampling: keep the k most likely (0: all)." + _DEFAULT.format(0)
+    ),
+    click.option("--top-p", type=float, default=None, help="Sampling: nucleus mass, in (0, 1]." + _DEFAULT.format(1.0)),
+    click.option(
+        "--min-p",
+        type=float,
+        default=None,
+        help="Sampling: drop tokens below min-p × the top one's probability." + _DEFAULT.format(0),
+    ),
+    click.option("--seed", type=int, default=None, help="Sampling: same seed, same text."),
+    click.option("--repetition-penalty", type=float, default=None, help="Any mode; 1 is off." + _DEFAULT.format(1.0)),
+    click.option(
+        "--num-beams",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Beam search with this many beams (1: off)." + _DEFAULT.format(1),
+    ),
+    click.option(
+        "--length-penalty",
+        type=float,
+        default=None,
+        help="Beam search: a finished beam scores sum(log p) / length ** this." + _DEFAULT.format(1.0),
+    ),
+    click.option(
+        "--early-stopping",
+        type=click.Choice(["true", "false", "never"]),
+        default=None,
+        help="Beam search: stop at num-beams finished (true), when none can improve (false, a heuristic), or "
+        "never before that is certain (never), as transformers." + _DEFAULT.format("false"),
+    ),
+    click.option(
+        "--num-return-sequences",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Sequences per prompt, best first (beam search: at most --num-beams; sampling: any)." + _DEFAULT.format(1),
+    ),
+    click.option(
+        "--no-repeat-ngram-size",
+        type=click.IntRange(min=0),
+        default=None,
+        help="No n-gram of this many tokens twice (prompt included; 0: off)." + _DEFAULT.format(0),
+    ),
+    click.option(
+        "--min-new-tokens",
+        type=click.IntRange(min=0),
+        default=None,
+        help="No end-of-text before this many new tokens." + _DEFAULT.format(0),
+    ),
+    click.option(
+        "--bad-word",
+        "bad_words",
+        multiple=True,
+        help="Never produce this text's tokens (repeatable; encoded as "
+        "written, so mid-sentence words usually need their leading space: ' word').",
+    ),
+    click.option(
+        "--bad-word-ids",
+        "bad_word_ids",
+        multiple=True,
+        callback=_id_list,
+        help="Never produce these token ids in this order (repeatable; comma-separated, e.g. 11,262).",
+    ),
+    click.option(
+        "--forced-eos-token-id",
+        type=int,
+        multiple=True,
+        help="The last token allowed (the --max-new-tokens-th) is "
+        "this one (repeatable: one of these; GPT-2's end-of-text is 50256).",
+    ),
+]
+
+
+def generation_flags(command: F) -> F:
+    """Add the generation flags to ``command`` (in the order above)."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def given_options(params: Mapping[str, Any], encode: Callable[[str], list[int]]) -> dict[str, Any]:
+    """The GenerationOptions fields the user gave (flags left out are absent)."""
+    given = {name: params[name] for name in FLAGS if name in params and params[name] not in (None, ())}
+    if "early_stopping" in given:
+        given["early_stopping"] = _early_stopping(given["early_stopping"])
+    if "forced_eos_token_id" in given:
+        given["forced_eos_token_id"] = tuple(given["forced_eos_token_id"])
+    words = [tuple(encode(text)) for text in params.get("bad_words", ())] + list(params.get("bad_word_ids", ()))
+    if any(not word for word in words):
+        raise InvalidInputError("--bad-word needs text that encodes to at least one token")
+    if words:
+        given["bad_words_ids"] = tuple(words)
+    return given
+
+
+def refuse_unread_flags(given: Mapping[str, Any], sampling: bool, beams: int) -> None:
+    """Refuse (exit 2) flags that the chosen mode would not read, naming them and the flag that enables them."""
+    for names, enabled, enabler in (
+        (SAMPLING_FLAGS, sampling, "--sample"),
+        (BEAM_FLAGS, beams > 1, "--num-beams > 1"),
+    ):
+        unread = [FLAGS[name] for name in names if name in given]
+        if unread and not enabled:
+            verb = "applies" if len(unread) == 1 else "apply"
+            raise InvalidInputError(f"{' and '.join(unread)} {verb} only with {enabler}")
