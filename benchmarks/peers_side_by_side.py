@@ -5,7 +5,7 @@ interleaved ``bench`` run: each system in a worker process of its own and in its
 
     python benchmarks/peers_side_by_side.py --checkpoint CKPT \\
         --ours "gpt2-onnx fp32" OUT/gpt2-onnx-fp32 \\
-        --ours "gpt2-onnx fp32 prepacked" OUT/gpt2-onnx-fp32 share_weights=false \\
+        --ours "gpt2-onnx fp32 split" OUT/gpt2-onnx-fp32 layout=split \\
         --peer "OpenVINO fp32, f32 forced" benchmarks.openvino_system:forced_f32 OV_PYTHON OUT/openvino-fp32 \\
         --out benchmarks/results/STAMP-peers.json
 

@@ -113,7 +113,8 @@ def context(report: dict[str, Any]) -> str:
     lack = ", ".join(flag for flag, present in flags.items() if not present) or "—"
     return (
         f"`benchmarks/peers_side_by_side.sh`: one `gpt2_onnx.bench` run, {s['repeats']} interleaved rounds after "
-        f"{s['warmup']} warm-up, the systems' order rotated each round, each system in its own process and venv; "
+        f"{s['warmup']} warm-up, the systems' order rotated each round, each system in its own process and venv, "
+        f"{s.get('settle_s', 0)} s of pause before each timed task (the previous system's threads go idle); "
         f"{s['threads']} threads everywhere, batch 1, a {s['decode_prompt_length']}-token prompt, "
         f"{s['new_tokens']} new tokens, greedy, end-of-text ignored. One checkpoint for all: `random:gpt2` seed 0 "
         f"(GPT-2-small dimensions) saved by `benchmarks/save_checkpoint.py`, converted by each tool. Prefill: the "

@@ -108,7 +108,7 @@ def _raw(label: str, kind: str, scale: float, settings: BenchSettings) -> RawRes
 
 
 def test_paired_ratios() -> None:
-    settings = BenchSettings(prompt_lengths=(4,), repeats=2)
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0)
     raws = [_raw("eager", "eager", 0.010, settings), _raw("ours", "onnx", 0.005, settings)]
     report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
     for ratios in (report.ratios["ours"], report.paired_ratios["ours"]):
@@ -136,7 +136,7 @@ def _set_rounds(raw: RawResults, seconds: list[float]) -> RawResults:
 def test_every_ratio_cell_agrees_with_the_figures_beside_it() -> None:
     """Rounds whose ratios differ: the median of per-round ratios (0.5) disagrees with the medians printed (12 vs
     20 ms); the table shows the ratio of the medians (0.60), the JSON both."""
-    settings = BenchSettings(prompt_lengths=(4,), repeats=3)
+    settings = BenchSettings(prompt_lengths=(4,), repeats=3, settle_s=0)
     eager = _set_rounds(_raw("eager", "eager", 1.0, settings), [0.010, 0.020, 0.030])
     ours = _set_rounds(_raw("ours", "onnx", 1.0, settings), [0.005, 0.040, 0.012])
     report = summarize([eager, ours], settings, {"cpu": "test"}, parameter_bytes=100)
@@ -153,7 +153,7 @@ def test_every_ratio_cell_agrees_with_the_figures_beside_it() -> None:
 
 def test_memory_ratios_are_over_each_systems_own_weights() -> None:
     """An int4 column divided by its own weights, and the table says so: a row shows those weights."""
-    settings = BenchSettings(prompt_lengths=(4,), repeats=2)
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0)
     quantized = _raw("int4", "onnx", 0.005, settings)
     quantized.load["files"] = {"model_files": 30, "folder": 40, "weight_bytes": 25}
     report = summarize([_raw("eager", "eager", 0.01, settings), quantized], settings, {}, parameter_bytes=100)
@@ -198,7 +198,9 @@ def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, m
     interpreter.write_text(f'#!/bin/sh\ntouch "{marker}"\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
     interpreter.chmod(0o755)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    settings = BenchSettings(prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2)
+    settings = BenchSettings(
+        prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2, settle_s=0
+    )
     spec = SystemSpec("onnx", "peer", factory="fake_bench_system:FakeSystem", python=str(interpreter))
     (raw,) = run_systems([spec], settings, vocab_size=50)
     assert marker.exists()
@@ -255,7 +257,7 @@ def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkey
     from gpt2_onnx.app.bench_runner import run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
-    base = {"new_tokens": 3, "batch_size": 1, "batch_prompt_length": 2, "repeats": 1, "warmup": 0}
+    base = {"new_tokens": 3, "batch_size": 1, "batch_prompt_length": 2, "repeats": 1, "warmup": 0, "settle_s": 0}
     (after,) = run_systems([spec], BenchSettings(prompt_lengths=(3, 4), **base), vocab_size=50)
     assert [after.tasks[f"prefill/{n}"][0]["s"] for n in (3, 4)] == [0.002, 0.002]
     settings = BenchSettings(prompt_lengths=(3, 4), decode_steps_before_prefill=0, **base)
@@ -267,7 +269,9 @@ def test_progress_estimates_the_time_left(tmp_path: Path, monkeypatch: pytest.Mo
     from gpt2_onnx.app.bench_runner import duration_text, run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
-    settings = BenchSettings(prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2)
+    settings = BenchSettings(
+        prompt_lengths=(3,), new_tokens=3, batch_size=1, batch_prompt_length=2, repeats=2, settle_s=0
+    )
     messages: list[str] = []
     run_systems([spec], settings, vocab_size=50, progress=messages.append)
     rounds = [m for m in messages if m.startswith("round ")]

@@ -2,7 +2,9 @@
 
 Round r runs every task once on every system, the systems' order rotated each round, so slow drifts of machine
 load (other processes, thermal limits) fall on all systems alike. Workers wait on their pipe while another
-measures, so they never compete for the CPU.
+measures, so they never compete for the CPU; before each timed request the runner pauses ``settle_s``, so that
+the threads the previous system left spinning (ONNX Runtime's intra-op pools, OpenMP, TBB) have gone idle, which
+otherwise slow the next system's first run.
 The tasks and the answers kept are gpt2_onnx.bench.tasks'; each worker is gpt2_onnx.app.bench_worker.
 """
 
@@ -121,6 +123,7 @@ def _rounds(
         order = order[shift:] + order[:shift]
         for task in tasks:
             for worker, result in order:
+                time.sleep(settings.settle_s)
                 answer = worker.request(**task.request())
                 if recorded:
                     result.tasks.setdefault(task.name, []).append(answer)

@@ -9,11 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpt2_onnx.integrity import IntegrityCheck
+from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.session import RuntimeOptions, SessionLayout
+from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 __all__ = [
     "CheckpointDefaults",
@@ -21,6 +23,8 @@ __all__ = [
     "GenerationResult",
     "Gpt2Onnx",
     "ResolvedOptions",
+    "TextTokenizer",
+    "generation_setup",
     "load_for_generation",
 ]
 
@@ -35,3 +39,9 @@ def load_for_generation(
     """The export at ``folder`` with its tokenizer, on ``provider`` (never another), in session ``layout``."""
     options = RuntimeOptions(provider=provider, intra_op_threads=threads, layout=layout, integrity=integrity)
     return Gpt2Onnx.load(folder, options=options)
+
+
+def generation_setup(folder: Path) -> tuple[CheckpointDefaults, TextTokenizer]:
+    """The export's generation defaults and its tokenizer, read before any session is created, so that options
+    are resolved and bad ones refused before the model loads."""
+    return CheckpointDefaults.read(folder), TextTokenizer(folder / TOKENIZER_FILE)

@@ -31,6 +31,9 @@ class BenchSettings:
     # Untimed decode steps (of a short generation) each system runs right before each timed prefill and time to
     # first token: in use a prefill follows the previous generation's decode steps. 0: prefills back to back.
     decode_steps_before_prefill: int = 8
+    # Seconds the runner waits before each timed request, so that the threads the previous system's worker left
+    # spinning (ONNX Runtime's pools, OpenMP, TBB) have gone idle: each system measured as if alone.
+    settle_s: float = 0.25
 
     def __post_init__(self) -> None:
         positive = {
@@ -47,6 +50,8 @@ class BenchSettings:
         for name, value in (("warmup", self.warmup), ("decode_steps_before_prefill", self.decode_steps_before_prefill)):
             if value < 0:
                 raise OptionError(f"{{{name}}} must be >= 0, got {value}", name)
+        if not self.settle_s >= 0:
+            raise OptionError(f"{{settle_s}} must be >= 0, got {self.settle_s}", "settle_s")
         if not self.prompt_lengths or min(self.prompt_lengths) < 1:
             raise OptionError(
                 f"{{prompt_lengths}} must be >= 1, got {', '.join(map(str, self.prompt_lengths)) or 'none'}",

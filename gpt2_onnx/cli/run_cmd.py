@@ -19,7 +19,13 @@ from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
-    from gpt2_onnx.app.generate import GenerationOptions, GenerationResult, Gpt2Onnx, ResolvedOptions
+    from gpt2_onnx.app.generate import (
+        CheckpointDefaults,
+        GenerationOptions,
+        GenerationResult,
+        Gpt2Onnx,
+        ResolvedOptions,
+    )
 
 __all__ = ["run"]
 
@@ -143,13 +149,13 @@ def _describe(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{FLAGS.get(name, name)} {value}" for name, value in values.items()) or "none"
 
 
-def _resolve(model: Gpt2Onnx, given: dict[str, Any]) -> ResolvedOptions:
+def _resolve(checkpoint: CheckpointDefaults, given: dict[str, Any]) -> ResolvedOptions:
     """The options to run with: the checkpoint's defaults under the flags given; flags that the mode would not
     read are refused, and the checkpoint's values used or left out are stated on stderr."""
-    defaults = model.checkpoint_defaults.values
+    defaults = checkpoint.values
     sampling = bool(given.get("do_sample", defaults.get("do_sample", False)))
     refuse_unread_flags(given, sampling, int(given.get("num_beams", defaults.get("num_beams", 1))))
-    resolved = model.resolve_options(**given)
+    resolved = checkpoint.resolve(**given)
     used = {name: getattr(resolved.options, name) for name in resolved.from_checkpoint()}
     if used:
         click.echo(f"Using the checkpoint's generation defaults: {_describe(used)}", err=True)
@@ -242,11 +248,17 @@ def run(
       gpt2-onnx run out --prompts prompts.txt --batch-size 8 --json > results.jsonl
       echo "Once upon a time" | gpt2-onnx run out
     """
-    from gpt2_onnx.app.generate import load_for_generation
+    from gpt2_onnx.app.generate import generation_setup, load_for_generation
 
     manifest = read_manifest(folder)
     _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
+    checkpoint, tokenizer = generation_setup(folder)  # options are refused before the model loads
+    given = given_options(flags, tokenizer.encode)
+    given.update({"stop": stop} if stop else {})
+    given.update({"ignore_eos": True} if ignore_eos else {})
+    resolved = _resolve(checkpoint, given)
+    options = resolved.options
     model = load_for_generation(
         folder,
         provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
@@ -254,11 +266,6 @@ def run(
         layout,  # type: ignore[arg-type]  # likewise the layouts'
         fingerprint_options(no_sha256_check),
     )
-    given = given_options(flags, model.encode)
-    given.update({"stop": stop} if stop else {})
-    given.update({"ignore_eos": True} if ignore_eos else {})
-    resolved = _resolve(model, given)
-    options = resolved.options
     _random_weights_note(manifest)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)

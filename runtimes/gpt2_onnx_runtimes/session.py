@@ -45,6 +45,7 @@ from gpt2_onnx.versions import version_tuple
 from gpt2_onnx.weights_index import external_tensors
 from gpt2_onnx_runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
@@ -264,6 +265,7 @@ class LoadedExport:
         sessions = {
             kind: cls._graph_session(folder, manifest, options, kind, graph, shared) for kind, graph in graphs.items()
         }
+        page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         steps = StepSessions(sessions[PREFILL], sessions[DECODE], prefill_takes_past=False)
         return cls(folder, manifest, options, steps, sessions, shared)
 
@@ -285,6 +287,7 @@ class LoadedExport:
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
         session = _create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
+        page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         steps = StepSessions(session, session, prefill_takes_past=True, constant_inputs=constants, label="merged")
         return cls(folder, manifest, options, steps, {}, shared if constants else None)
 
@@ -318,6 +321,7 @@ class LoadedExport:
             if session is None:
                 graph = read_graph(self.folder / self.manifest.graphs[kind].file)
                 session = self._graph_session(self.folder, self.manifest, self.options, kind, graph, None)
+                page_out_private_maps(self.folder / self.manifest.weights_file)
                 self._graph_sessions[kind] = session
             return session
 
