@@ -32,7 +32,7 @@ from gpt2_onnx.bench.tasks import RawResults  # noqa: E402
 from gpt2_onnx.manifest import read_manifest  # noqa: E402
 
 OPTIMUM_FACTORY = "benchmarks.optimum_system:OptimumSystem"
-PREPACKED = "gpt2-onnx+prepack"  # ours with share_weights=False: faster steps, the weights in memory per session
+PREPACKED = "gpt2-onnx+prepack"  # ours split into two sessions, each prepacking its own copy of the weights
 OPTIMUM_PACKAGES = ("optimum-onnx", "optimum", "transformers", "torch", "onnxruntime", "onnx", "accelerate", "numpy")
 
 
@@ -128,7 +128,11 @@ def plan(args: argparse.Namespace) -> tuple[list[SystemSpec], Systems]:
     specs = [
         SystemSpec("eager", "pytorch-eager", model=str(args.checkpoint), seed=0),
         SystemSpec("onnx", "gpt2-onnx", folder=str(args.ours)),
-        *([SystemSpec("onnx", PREPACKED, folder=str(args.ours), share_weights=False)] if args.prepacked else []),
+        *(
+            [SystemSpec("onnx", PREPACKED, folder=str(args.ours), layout="split", share_weights=False)]
+            if args.prepacked
+            else []
+        ),
         *(
             SystemSpec("onnx", label, folder=str(folder), factory=OPTIMUM_FACTORY, python=args.optimum_python)
             for label, folder in optimum.items()
@@ -152,7 +156,7 @@ def main() -> None:
     parser.add_argument(
         "--prepacked",
         action="store_true",
-        help="ours a second time with share_weights=False (ONNX Runtime's own loading, weights prepacked per session)",
+        help="ours a second time in the split layout with share_weights=False (weights prepacked per session)",
     )
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)

@@ -40,8 +40,8 @@ _SIZES = (
 def _label(name: str) -> str:
     return {
         "pytorch-eager": "PyTorch eager",
-        "gpt2-onnx": "gpt2-onnx fp32",
-        "gpt2-onnx+prepack": "gpt2-onnx fp32, prepacked",
+        "gpt2-onnx": "gpt2-onnx fp32 (default: merged session)",
+        "gpt2-onnx+prepack": "gpt2-onnx fp32, split, prepacked per session",
         "optimum-onnx": "Optimum-ONNX (tie kept)",
         "optimum-onnx-untied": "Optimum-ONNX (tie duplicated)",
     }.get(name, name)

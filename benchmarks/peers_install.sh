@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The peers' environments for benchmarks/peers_side_by_side.sh: one venv each for OpenVINO, llama.cpp and
-# CTranslate2, from PyPI only, pinned by benchmarks/{openvino,llama-cpp,ctranslate2}-requirements.txt.
+# The peers' environments for benchmarks/peers_side_by_side.sh: one venv each for OpenVINO, llama.cpp,
+# CTranslate2 and ONNX Runtime's OpenVINO execution provider, from PyPI only, pinned by
+# benchmarks/{openvino,llama-cpp,ctranslate2,openvino-ep}-requirements.txt.
 # Idempotent: a venv is rebuilt only when what it was built from changed (a stamp file in it records the Python
 # version, the requirements and, for llama.cpp, the build flags); an interrupted build has no stamp.
 #
-#   benchmarks/peers_install.sh                           # all three
+#   benchmarks/peers_install.sh                           # all four
 #   benchmarks/peers_install.sh openvino ctranslate2      # some
 #   PEERS_CACHE=/elsewhere benchmarks/peers_install.sh    # default .ci-cache/peers (git-ignored)
 #
@@ -65,6 +66,21 @@ install_openvino() {
   echo "openvino $venv/bin/python"
 }
 
+install_openvino_ep() {  # no torch: the worker runs an existing gpt2-onnx export
+  local venv=$PEERS_CACHE/openvino-ep-venv req=benchmarks/openvino-ep-requirements.txt want base
+  want=$(wanted "$req")
+  if ! fresh "$venv" "$want"; then
+    log "building $venv"
+    base=$("$PYTHON" -c 'import sys; print(sys._base_executable)')
+    rm -rf "$venv"
+    "$base" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    "$venv/bin/python" -m pip install -q -r "$req"
+    printf '%s' "$want" >"$venv/gpt2-onnx-stamp.txt"
+  fi
+  echo "openvino-ep $venv/bin/python"
+}
+
 install_ctranslate2() {
   local venv=$PEERS_CACHE/ctranslate2-venv req=benchmarks/ctranslate2-requirements.txt want
   want=$(wanted "$req")
@@ -120,12 +136,13 @@ install_llama_cpp() {
 
 mkdir -p "$PEERS_CACHE"
 peers=("$@")
-[ ${#peers[@]} -gt 0 ] || peers=(openvino llama-cpp ctranslate2)
+[ ${#peers[@]} -gt 0 ] || peers=(openvino llama-cpp ctranslate2 openvino-ep)
 for peer in "${peers[@]}"; do
   case $peer in
     openvino) install_openvino ;;
     llama-cpp) install_llama_cpp ;;
     ctranslate2) install_ctranslate2 ;;
-    *) echo "unknown peer '$peer' (openvino, llama-cpp, ctranslate2)" >&2; exit 2 ;;
+    openvino-ep) install_openvino_ep ;;
+    *) echo "unknown peer '$peer' (openvino, llama-cpp, ctranslate2, openvino-ep)" >&2; exit 2 ;;
   esac
 done

@@ -7,6 +7,8 @@
 #
 #   benchmarks/peers_side_by_side.sh                  # writes benchmarks/results/<UTC stamp>-peers.{json,md}
 #   REPEATS=5 PEERS="openvino llama-cpp" benchmarks/peers_side_by_side.sh
+#   PEERS=openvino-ep OURS_DEFAULTS=0 SUFFIX=peers-ep benchmarks/peers_side_by_side.sh \
+#     --ours "gpt2-onnx fp32 (default: one merged session)" benchmarks/out/peers/gpt2-onnx-fp32
 #   OURS_DEFAULTS=0 benchmarks/peers_side_by_side.sh \
 #     --ours "gpt2-onnx fp32, split sessions" benchmarks/out/peers/gpt2-onnx-fp32 layout=split
 #
@@ -20,11 +22,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}                   # the main venv: gpt2-onnx, transformers 5, torch
 PEERS_CACHE=${PEERS_CACHE:-.ci-cache/peers}
-PEERS=${PEERS:-openvino llama-cpp ctranslate2}
+PEERS=${PEERS:-openvino llama-cpp ctranslate2 openvino-ep}
 OUT=${OUT:-benchmarks/out/peers}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
 OURS_DEFAULTS=${OURS_DEFAULTS:-1}                    # 0: only the --ours given as arguments
+SUFFIX=${SUFFIX:-peers}                              # results/<stamp>-SUFFIX.{json,md}
 export PEERS_CACHE PYTHON
 
 # (1) The venvs: "NAME PYTHON" lines.
@@ -78,6 +81,12 @@ if [ -n "${PY[openvino]:-}" ]; then
   systems+=(--peer "OpenVINO int4 weights, CPU defaults" benchmarks.openvino_system:cpu_defaults "$ov" "$OUT/openvino-int4")
 fi
 
+if [ -n "${PY[openvino-ep]:-}" ]; then  # ONNX Runtime's OpenVINO execution provider on our own fp32 export
+  ep=${PY[openvino-ep]}
+  systems+=(--peer "ONNX Runtime OpenVINO EP, fp32 export, FP32" benchmarks.openvino_ep_system:fp32_precision "$ep" "$OUT/gpt2-onnx-fp32")
+  systems+=(--peer "ONNX Runtime OpenVINO EP, fp32 export, plugin defaults" benchmarks.openvino_ep_system:cpu_defaults "$ep" "$OUT/gpt2-onnx-fp32")
+fi
+
 if [ -n "${PY[llama-cpp]:-}" ]; then
   llama=${PY[llama-cpp]}
   version=$(sed -n 's/^llama-cpp-python==//p' benchmarks/llama-cpp-requirements.txt)
@@ -128,7 +137,7 @@ fi
 # (4) The run.
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-result="benchmarks/results/$stamp-peers"
+result="benchmarks/results/$stamp-$SUFFIX"
 "$PYTHON" benchmarks/peers_side_by_side.py --checkpoint "$CKPT" "${systems[@]}" "$@" \
   --repeats "$REPEATS" --threads "$THREADS" --out "$result.json"
 "$PYTHON" benchmarks/peers_table.py "$result.json" | tee "$result.md"

@@ -35,6 +35,13 @@ KINDS = (
         "eager, one interleaved run, each system in its own process and environment.",
     ),
     Kind(
+        "-peers-ep",
+        "ONNX Runtime's OpenVINO execution provider",
+        "`PEERS=openvino-ep OURS_DEFAULTS=0 SUFFIX=peers-ep benchmarks/peers_side_by_side.sh --ours ...`: our own "
+        "fp32 export on `onnxruntime-openvino`'s OpenVINOExecutionProvider (`benchmarks/openvino_ep_system.py`) "
+        "beside the CPU provider's default path, one interleaved run.",
+    ),
+    Kind(
         "-modes",
         "gpt2-onnx's own CPU modes, before and after",
         "`benchmarks/runtime_modes.sh`: the merged and split session layouts, ONNX Runtime's spinning, `--optimize`, "

@@ -5,7 +5,8 @@ A decode step streams every weight once (benchmarks/weight_pass_system.py), so i
 every fp32 decode ratio from below, on this machine, whatever the runtime fuses. Systems, each in its own worker:
 
 - ``pytorch-eager``: the baseline (transformers, sdpa, its own KV-cache loop);
-- ``gpt2-onnx`` and ``gpt2-onnx+prepack``: the fp32 export, weights shared (the default) or prepacked per session;
+- ``gpt2-onnx`` and ``gpt2-onnx+prepack``: the fp32 export in the default (merged) layout, and split into its two
+  sessions with the weights prepacked per session;
 - ``pass-torch``: the products alone with torch;
 - ``pass-ort`` and ``pass-ort+prepack``: the products alone with ONNX Runtime, unpacked or prepacked.
 
@@ -49,7 +50,7 @@ def plan(model: str, seed: int, export: Path) -> list[SystemSpec]:
     return [
         SystemSpec("eager", "pytorch-eager", model=model, seed=seed),
         SystemSpec("onnx", "gpt2-onnx", folder=str(export)),
-        SystemSpec("onnx", "gpt2-onnx+prepack", folder=str(export), share_weights=False),
+        SystemSpec("onnx", "gpt2-onnx+prepack", folder=str(export), layout="split", share_weights=False),
         SystemSpec("onnx", "pass-torch", model=model, seed=seed, factory=FACTORY + "TorchWeightPass"),
         SystemSpec("onnx", "pass-ort", model=model, seed=seed, factory=FACTORY + "OrtWeightPass"),
         SystemSpec(
