@@ -15,7 +15,7 @@ NEW_TOKENS=${NEW_TOKENS:-32}
 THREADS=${THREADS:-2}
 mkdir -p "$OUT" benchmarks/results
 if [ ! -f "$OUT/fp32/manifest.json" ]; then
-  "$PYTHON" -m gpt2_onnx export --model random:gpt2 --seed 0 -o "$OUT/fp32" --force
+  "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 -o "$OUT/fp32" --force
 fi
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

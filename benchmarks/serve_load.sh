@@ -14,7 +14,7 @@ for name in fp32 int4; do
   if [ ! -f "$OUT/$name/manifest.json" ]; then
     precision=$([ "$name" = int4 ] && echo "--precision int4" || true)
     # shellcheck disable=SC2086  # the option is two words on purpose
-    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --seed 0 -o "$OUT/$name" --force $precision
+    "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 -o "$OUT/$name" --force $precision
   fi
 done
 uptime >&2
