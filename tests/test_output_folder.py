@@ -9,7 +9,7 @@ import resource
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -96,6 +96,18 @@ def forced_swap(
     return target
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler in force, whatever this process inherited: a process started in the background
+    by a shell without job control begins with SIGINT ignored, and Python then installs no handler of its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_interrupt_during_a_forced_commit_keeps_a_whole_export(
     tiny_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

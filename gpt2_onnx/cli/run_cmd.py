@@ -253,7 +253,8 @@ def run(
     manifest = read_manifest(folder)
     _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
-    checkpoint, tokenizer = generation_setup(folder)  # options are refused before the model loads
+    integrity = fingerprint_options(no_sha256_check)
+    checkpoint, tokenizer = generation_setup(folder, integrity)  # options are refused before the model loads
     given = given_options(flags, tokenizer.encode)
     given.update({"stop": stop} if stop else {})
     given.update({"ignore_eos": True} if ignore_eos else {})
@@ -264,7 +265,7 @@ def run(
         provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
         threads,
         layout,  # type: ignore[arg-type]  # likewise the layouts'
-        fingerprint_options(no_sha256_check),
+        integrity,
     )
     _random_weights_note(manifest)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
