@@ -19,8 +19,7 @@ from typing import Any
 import ctranslate2
 import numpy as np
 
-from benchmarks.peer_common import GreedyRun, files_of, single_prompt, timing_of
-from gpt2_onnx.bench.protocol import GenerationTiming
+from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 
 __all__ = ["Ctranslate2System"]
@@ -35,7 +34,7 @@ def _vocabulary(folder: Path) -> list[str]:
     return (folder / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
 
 
-class Ctranslate2System:
+class Ctranslate2System(GreedyPeer):
     """A CTranslate2 model folder with ``settings.threads`` intra-op threads."""
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings) -> None:
@@ -70,13 +69,6 @@ class Ctranslate2System:
                 break
         steps.close()  # stops the generation thread where it stands
         return [chosen], marks, start
-
-    def prefill(self, input_ids: np.ndarray) -> float:
-        """One token's generation: the prompt's forward and the first choice."""
-        return timing_of(self, input_ids, 1).first_token_s
-
-    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
-        return timing_of(self, input_ids, new_tokens)
 
     def graph_files(self) -> dict[str, int]:
         return files_of(self.folder, [self.folder / "model.bin"])

@@ -20,8 +20,7 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from benchmarks.peer_common import GreedyRun, single_prompt, timing_of
-from gpt2_onnx.bench.protocol import GenerationTiming
+from benchmarks.peer_common import GreedyPeer, GreedyRun, single_prompt
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 
 __all__ = ["LlamaCppSystem"]
@@ -29,7 +28,7 @@ __all__ = ["LlamaCppSystem"]
 _CONTEXT = 512  # positions: the bench needs 128 + 64
 
 
-class LlamaCppSystem:
+class LlamaCppSystem(GreedyPeer):
     """A GGUF model in one llama.cpp context of ``_CONTEXT`` positions, ``settings.threads`` threads."""
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings) -> None:
@@ -82,13 +81,6 @@ class LlamaCppSystem:
                 break
             token = self._decode([token])
         return [chosen], marks, start
-
-    def prefill(self, input_ids: np.ndarray) -> float:
-        """The prompt's decode and the first choice."""
-        return timing_of(self, input_ids, 1).first_token_s
-
-    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
-        return timing_of(self, input_ids, new_tokens)
 
     def graph_files(self) -> dict[str, int]:
         size = self.path.stat().st_size

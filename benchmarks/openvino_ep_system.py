@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from benchmarks.peer_common import GreedyRun, files_of, single_prompt, timing_of
-from gpt2_onnx.bench.protocol import GenerationTiming
+from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.manifest import read_manifest
 from gpt2_onnx.names import (
@@ -41,7 +40,7 @@ __all__ = ["OpenVinoEpSystem", "cpu_defaults", "fp32_precision"]
 PROVIDER = "OpenVINOExecutionProvider"
 
 
-class OpenVinoEpSystem:
+class OpenVinoEpSystem(GreedyPeer):
     """An export folder's two graphs on ONNX Runtime's OpenVINO execution provider, ``settings.threads`` threads."""
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings, precision: str | None) -> None:
@@ -105,13 +104,6 @@ class OpenVinoEpSystem:
             self._sessions[DECODE].run_with_iobinding(binding)
             outputs = binding.get_outputs()
         return [chosen], marks, start
-
-    def prefill(self, input_ids: np.ndarray) -> float:
-        """One token's generation: the prompt's forward and the first choice."""
-        return timing_of(self, input_ids, 1).first_token_s
-
-    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
-        return timing_of(self, input_ids, new_tokens)
 
     def graph_files(self) -> dict[str, int]:
         files = [self.folder / record.file for record in self.manifest.graphs.values()]

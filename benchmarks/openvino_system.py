@@ -23,8 +23,7 @@ import numpy as np
 import openvino as ov
 import openvino_genai as ov_genai
 
-from benchmarks.peer_common import GreedyRun, files_of, single_prompt, timing_of
-from gpt2_onnx.bench.protocol import GenerationTiming
+from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 
 __all__ = ["OpenVinoSystem", "cpu_defaults", "forced_f32"]
@@ -51,7 +50,7 @@ class _Marks(ov_genai.StreamerBase):
         pass
 
 
-class OpenVinoSystem:
+class OpenVinoSystem(GreedyPeer):
     """An OpenVINO IR folder on the CPU with ``threads`` inference threads and ``properties`` on top."""
 
     def __init__(self, folder: Path, threads: int, properties: dict[str, str]) -> None:
@@ -90,13 +89,6 @@ class OpenVinoSystem:
         if tokens != streamer.tokens:
             raise RuntimeError("OpenVINO streamed other tokens than it returned")
         return [tokens], streamer.marks, start
-
-    def prefill(self, input_ids: np.ndarray) -> float:
-        """One token's generation: the prompt's forward and the first choice (the pipeline offers no less)."""
-        return timing_of(self, input_ids, 1).first_token_s
-
-    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
-        return timing_of(self, input_ids, new_tokens)
 
     def graph_files(self) -> dict[str, int]:
         return files_of(self.folder, self.folder.glob("openvino_model.*"))

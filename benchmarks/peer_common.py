@@ -12,7 +12,7 @@ import numpy as np
 
 from gpt2_onnx.bench.protocol import GenerationTiming
 
-__all__ = ["Greedy", "GreedyRun", "files_of", "single_prompt", "timing_of"]
+__all__ = ["Greedy", "GreedyPeer", "GreedyRun", "files_of", "single_prompt", "timing_of"]
 
 # (the chosen tokens (B, new_tokens), the moment each step's were on the host, the start): as OptimumSystem.greedy
 GreedyRun = tuple[list[list[int]], list[float], float]
@@ -35,6 +35,20 @@ def timing_of(system: Greedy, input_ids: np.ndarray, new_tokens: int) -> Generat
     if len(marks) != new_tokens or any(len(row) != new_tokens for row in rows):
         raise RuntimeError(f"asked for {new_tokens} tokens, got {len(marks)} (did the runtime stop at end-of-text?)")
     return GenerationTiming.from_marks(start, marks)
+
+
+class GreedyPeer:
+    """A peer measured through its greedy runs alone: its prefill is a one-token generation (the prompt's forward
+    and the first choice: the peers' APIs offer no less), its generation the marks of :meth:`greedy`."""
+
+    def greedy(self, input_ids: np.ndarray, new_tokens: int) -> GreedyRun:
+        raise NotImplementedError
+
+    def prefill(self, input_ids: np.ndarray) -> float:
+        return timing_of(self, input_ids, 1).first_token_s
+
+    def generate(self, input_ids: np.ndarray, new_tokens: int) -> GenerationTiming:
+        return timing_of(self, input_ids, new_tokens)
 
 
 def files_of(folder: Path, model_files: Iterable[Path]) -> dict[str, int]:
