@@ -1,20 +1,24 @@
 """One row's next token and its log-probabilities, for the batching engine (:mod:`gpt2_onnx_runtimes.batching`).
 
-Every token the engine chooses goes through :func:`choose_token`, the one place that calls the sampling code, so that a
-change of processors reaches served requests at once. It applies what :class:`gpt2_onnx_runtimes.generation.Generation`
-applies to a row, in the same order and on the same numbers (repetition penalty, then greedy or temperature, top-k,
-top-p with the row's own generator), so a served request draws exactly the tokens ``gpt2-onnx run`` draws for it.
+Every token the engine chooses goes through :func:`choose_token`, which runs the chains
+:class:`gpt2_onnx_runtimes.generation.Generation` runs (:func:`~gpt2_onnx_runtimes.processors.logits_processors`, then
+:func:`~gpt2_onnx_runtimes.processors.sampling_warpers`, built from the same :class:`GenerationOptions`), and draws
+with the row's own generator as it does: a served request draws exactly the tokens ``gpt2-onnx run`` draws for it
+alone, and a change of the processors reaches both at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx_runtimes.sampling import apply_repetition_penalty, greedy, sample
+from gpt2_onnx_runtimes.options import GenerationOptions
+from gpt2_onnx_runtimes.processors import ProcessorChain, RowHistory, logits_processors, sampling_warpers
+from gpt2_onnx_runtimes.sampling import draw, greedy
 
 __all__ = ["MAX_LOGPROBS", "SamplingParams", "TokenLogprobs", "choose_token", "token_logprobs"]
 
@@ -44,6 +48,21 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @cached_property
+    def chains(self) -> tuple[ProcessorChain, ProcessorChain]:
+        """The processors and the warpers ``run`` applies for these parameters (greedy: top-k and top-p unread)."""
+        if self.greedy:
+            options = GenerationOptions(repetition_penalty=self.repetition_penalty)
+        else:
+            options = GenerationOptions(
+                do_sample=True,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k,
+                repetition_penalty=self.repetition_penalty,
+            )
+        return logits_processors(options, ()), sampling_warpers(options)
+
 
 @dataclass(frozen=True)
 class TokenLogprobs:
@@ -58,11 +77,10 @@ def choose_token(
     logits: np.ndarray, history: Sequence[int], params: SamplingParams, generator: np.random.Generator
 ) -> int:
     """The next token of one row from its logits (V,); ``history`` is the row's prompt and generated ids."""
-    row = logits[None, :]  # (1, V): the sampling functions take batches
-    row = apply_repetition_penalty(row, [history], params.repetition_penalty)
-    if params.greedy:
-        return int(greedy(row)[0])
-    return int(sample(row, params.temperature, params.top_k, params.top_p, [generator])[0])
+    rows = [RowHistory(list(history), 0)]  # the processors run here read the ids, not where the prompt ends
+    processors, warpers = params.chains
+    scores = warpers(processors(logits[None, :], rows), rows)  # (1, V): the chains take batches
+    return int((greedy(scores) if params.greedy else draw(scores, [generator]))[0])
 
 
 def token_logprobs(logits: np.ndarray, token: int, top: int) -> TokenLogprobs:
