@@ -4,9 +4,14 @@ generated file, fails here until the generator is run again."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
+import click
+
 from benchmarks import performance_doc
+from gpt2_onnx.cli import cli
 from scripts.matrix_table import table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,9 +44,6 @@ def test_compatibility_doc_holds_the_matrix_table() -> None:
 def _command_lines(text: str) -> list[tuple[str, list[str]]]:
     """Each ``gpt2-onnx CMD ...`` or ``-m gpt2_onnx CMD ...`` in ``text`` (continued lines joined): the command
     and the long flags written after it."""
-    import re
-    import shlex
-
     found = []
     joined = text.replace("\\\n", " ")
     for match in re.finditer(r"(?:gpt2-onnx|-m gpt2_onnx)\s+(export|run|verify|bench|serve)\b([^\n|`#;]*)", joined):
@@ -56,10 +58,6 @@ def _command_lines(text: str) -> list[tuple[str, list[str]]]:
 
 def test_scripts_and_docs_use_only_flags_that_exist() -> None:
     """A renamed flag (``export --seed`` became ``--weights-seed``) must not linger in a script or a document."""
-    import click
-
-    from gpt2_onnx.cli import cli
-
     files = [*REPO.glob("benchmarks/*.sh"), *REPO.glob("scripts/*.sh"), REPO / "README.md", *REPO.glob("docs/*.md")]
     files += [REPO / ".ci" / "run", *REPO.glob("examples/*/*.sh"), *REPO.glob("examples/*/README.md")]
     context = click.Context(cli)

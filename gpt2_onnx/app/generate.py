@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
-from gpt2_onnx.manifest import read_manifest
+from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
@@ -43,12 +43,13 @@ def load_for_generation(
     return Gpt2Onnx.load(folder, options=options)
 
 
-def generation_setup(folder: Path, integrity: IntegrityCheck) -> tuple[CheckpointDefaults, TextTokenizer]:
+def generation_setup(
+    folder: Path, manifest: Manifest, integrity: IntegrityCheck
+) -> tuple[CheckpointDefaults, TextTokenizer]:
     """The export's generation defaults and its tokenizer, read before any session is created, so that options
     are resolved and bad ones refused before the model loads. The folder's files are checked first (presence,
     size and, unless ``integrity`` says otherwise, sha256), as loading checks them: a changed file is reported as
     changed, never as whatever reading it would break (the load that follows finds their fingerprints cached)."""
-    manifest = read_manifest(folder)
     check_files(folder, manifest)
     check_file_hashes(folder, manifest, integrity)
     return CheckpointDefaults.read(folder), TextTokenizer(folder / TOKENIZER_FILE)

@@ -254,7 +254,7 @@ def run(
     _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
     integrity = fingerprint_options(no_sha256_check)
-    checkpoint, tokenizer = generation_setup(folder, integrity)  # options are refused before the model loads
+    checkpoint, tokenizer = generation_setup(folder, manifest, integrity)  # options are refused before the model loads
     given = given_options(flags, tokenizer.encode)
     given.update({"stop": stop} if stop else {})
     given.update({"ignore_eos": True} if ignore_eos else {})
