@@ -19,10 +19,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpt2_onnx.bench.settings import BenchSettings
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def tokens_in_process(python: str, system: Sequence[str], settings: BenchSettings, vocab_size: int, label: str) -> Any:
+    """This script's JSON answer for ``system`` (its arguments: kind and folder or spec), run by ``python`` on the
+    bench's decode prompt; a failure ends the caller with the script's stderr."""
+    command = [python, str(Path(__file__).resolve()), *system]
+    command += ["--prompt-length", str(settings.decode_prompt_length), "--new-tokens", str(settings.new_tokens)]
+    command += ["--seed", str(settings.seed), "--threads", str(settings.threads), "--vocab-size", str(vocab_size)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"greedy tokens of {label} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:

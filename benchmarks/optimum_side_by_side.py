@@ -25,7 +25,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
 
-from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
+from benchmarks.greedy_tokens import tokens_in_process  # noqa: E402  # after the path
+from gpt2_onnx.app.bench import measure  # noqa: E402
 from gpt2_onnx.bench.report import metrics, paired_per_round, paired_ratios  # noqa: E402
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx.bench.tasks import RawResults  # noqa: E402
@@ -87,14 +88,8 @@ def greedy_check(systems: Systems, settings: BenchSettings, vocab_size: int) -> 
     """Each system's greedy tokens on the decode prompt (a process each), and whether all agree."""
     tokens: dict[str, list[int]] = {}
     for label, (kind, python, folder) in systems.items():
-        command = [python, str(REPO / "benchmarks" / "greedy_tokens.py"), kind, str(folder)]
-        command += ["--prompt-length", str(settings.decode_prompt_length), "--new-tokens", str(settings.new_tokens)]
-        command += ["--seed", str(settings.seed), "--threads", str(settings.threads), "--vocab-size", str(vocab_size)]
         _log(f"greedy tokens: {label}")
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"greedy tokens of {label} failed:\n{done.stderr[-3000:]}")
-        tokens[label] = json.loads(done.stdout.strip().splitlines()[-1])["tokens"]
+        tokens[label] = tokens_in_process(python, [kind, str(folder)], settings, vocab_size, label)["tokens"]
     reference = next(iter(tokens.values()))
     first_difference = {
         label: next((i for i, (a, b) in enumerate(zip(row, reference, strict=True)) if a != b), None)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
 
 from benchmarks import peers_report  # noqa: E402  # after the path
+from benchmarks.greedy_tokens import tokens_in_process  # noqa: E402
 from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
 from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
@@ -62,18 +62,12 @@ def _log(message: str) -> None:
 
 def greedy_tokens(spec: SystemSpec, checkpoint: Path, settings: BenchSettings, vocab_size: int) -> dict[str, Any]:
     """The system's greedy tokens on the decode prompt, in a process of its own (eager: the parity reference)."""
-    script = str(REPO / "benchmarks" / "greedy_tokens.py")
     if spec.kind == "eager":
-        command = [sys.executable, script, "eager", str(checkpoint)]
+        python, system = sys.executable, ["eager", str(checkpoint)]
     else:
-        command = [spec.python or sys.executable, script, "spec", json.dumps(spec.to_json())]
-    command += ["--prompt-length", str(settings.decode_prompt_length), "--new-tokens", str(settings.new_tokens)]
-    command += ["--seed", str(settings.seed), "--threads", str(settings.threads), "--vocab-size", str(vocab_size)]
+        python, system = spec.python or sys.executable, ["spec", json.dumps(spec.to_json())]
     _log(f"greedy tokens: {spec.label}")
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"greedy tokens of {spec.label} failed:\n{done.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, Any] = tokens_in_process(python, system, settings, vocab_size, spec.label)
     return answer
 
 
