@@ -3,8 +3,9 @@
 Every token the engine chooses goes through :func:`choose_token`, which runs the chains
 :class:`gpt2_onnx_runtimes.generation.Generation` runs (:func:`~gpt2_onnx_runtimes.processors.logits_processors`, then
 :func:`~gpt2_onnx_runtimes.processors.sampling_warpers`, built from the same :class:`GenerationOptions`), and draws
-with the row's own generator as it does: a served request draws exactly the tokens ``gpt2-onnx run`` draws for it
-alone, and a change of the processors reaches both at once.
+with the row's own generator as it does: a served request alone draws exactly the tokens ``gpt2-onnx run`` draws,
+and a change of the processors reaches both at once. In a batch the row's logits carry the batch's float rounding,
+which a seeded draw close to a token's boundary can turn into the neighbouring token (docs/serving.md).
 """
 
 from __future__ import annotations
