@@ -307,7 +307,7 @@ def test_counts_read_as_english(tiny_export: Path) -> None:
 
 def test_top1_leaves_out_near_ties_of_the_precision() -> None:
     """A swapped argmax where the reference's top two are within the precision's noise is no disagreement."""
-    from gpt2_onnx.parity import arithmetic_limit, compare_logits
+    from gpt2_onnx.parity import compare_logits
 
     expected = np.zeros((1, 3, 5), dtype=np.float32)  # (1, positions, V)
     expected[0, 0, :2] = [1.0, 0.99]  # a near tie: 0.01 apart
