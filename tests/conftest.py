@@ -133,7 +133,7 @@ def scaled_export(shared_export: Callable[..., Path], tmp_path_factory: pytest.T
     def export(scale: float | str) -> Path:
         key = str(scale)
         if key not in made:
-            work = tmp_path_factory.mktemp(f"scaled-{key.replace(':', '-')}")
+            work = tmp_path_factory.mktemp("scaled-" + "".join(c if c.isalnum() else "-" for c in key)[-40:])
             model = scale if isinstance(scale, str) else save_checkpoint(work / "checkpoint", logit_scale=scale)
             made[key] = export_checkpoint(model, work / "export")
         return made[key]

@@ -23,6 +23,7 @@ from tests import faults
 
 SCALES = [1.0, 10.0, 40.0, 100.0]  # ln_f.weight × scale: the tiny checkpoint's logits ±1.2 become ±118 at × 100
 TRAINED_SCALE = "random:tiny-trained-scale"  # logits ±100, two residual channels at 200
+TRAINED = str(Path(__file__).resolve().parent.parent / "checkpoints" / "pydocs-tiny")  # trained: logits ±20
 QUICK = {"steps": 4, "batch_size": 2}
 
 
@@ -46,17 +47,17 @@ def test_a_comparison_reports_the_source_error_it_was_judged_by() -> None:
     assert "from float64" in bad.describe() and f"float32 source's own {error:.3g}" in bad.describe()
 
 
-@pytest.mark.parametrize("scale", [*SCALES, TRAINED_SCALE])
+@pytest.mark.parametrize("scale", [*SCALES, TRAINED_SCALE, TRAINED])
 def test_export_and_verify_pass_at_every_logit_scale(scale: float | str, scaled_export: Callable[..., Path]) -> None:
     folder = scaled_export(scale)  # the export's own check passed
     report = verify_export(VerifyOptions(folder, **QUICK))
     assert report.ok, report.parity.summary()
     peak = max(abs(v) for case in read_golden(folder).cases for v in case.top5_logits)
-    assert peak > (0.5 if scale == 1.0 else 20.0 if scale != 10.0 else 5.0)  # the scale really reached the logits
+    assert peak > {1.0: 0.5, 10.0: 5.0, TRAINED: 3.0}.get(scale, 20.0)  # the scale really reached the logits
 
 
 @pytest.mark.parametrize("layout", ["merged", "split"])
-@pytest.mark.parametrize("scale", [100.0, TRAINED_SCALE])
+@pytest.mark.parametrize("scale", [100.0, TRAINED_SCALE, TRAINED])
 def test_golden_check_passes_in_both_layouts(
     scale: float | str, layout: str, scaled_export: Callable[..., Path]
 ) -> None:
