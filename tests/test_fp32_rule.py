@@ -103,3 +103,15 @@ def test_a_one_row_fault_of_1e_3_still_fails(scale: float, scaled_export: Callab
     assert not report.ok
     failed = {c.check for c in report.parity.failures}
     assert {"prefill", "decode, empty past", "golden case 0"} <= failed, report.parity.summary()
+
+
+@pytest.mark.slow
+def test_gpt2_small_with_trained_scale_logits_exports_and_verifies(tmp_path: Path) -> None:
+    """GPT-2-small dimensions, logits ±100 and residual channels at 200 (random:gpt2-trained-scale): the case the
+    old absolute 1e-4 refused. Several minutes on 2 cores."""
+    from tests.conftest import export_checkpoint
+
+    folder = export_checkpoint("random:gpt2-trained-scale", tmp_path / "export")
+    report = verify_export(VerifyOptions(folder, **QUICK))
+    assert report.ok, report.parity.summary()
+    assert max(abs(v) for case in read_golden(folder).cases for v in case.top5_logits) > 20
