@@ -143,11 +143,12 @@ PRECISIONS: tuple[Precision, ...] = (
             basis=(
                 "int8 weights (block 128, symmetric), int8 activations in MatMulNBits: measured on the trained "
                 "checkpoint (pydocs-tiny) max KL 1.0e-3 (median 1.3e-4), max |Δlogits| 0.26 (reported only), top-1 "
-                "100 % of the positions whose top two lie more than 0.5 apart, 5 of 5 greedy runs exact for 32 steps; "
-                "on random weights max KL 1.4e-4 (GPT-2 small), 2.9e-6 (tiny), top-1 flips only between logits 0.022 "
-                "apart. Limits: KL 5× the trained maximum, near ties 2 × its worst logit error, top-1 ≥ 90 %"
+                "100 % of the positions whose top two lie more than 0.15 apart (10 of 77 left out), 5 of 5 greedy runs "
+                "exact for 32 steps; on random weights max KL 1.4e-4 (GPT-2 small), 2.9e-6 (tiny), top-1 flips only "
+                "between logits 0.022 apart. Limits: KL 5× the trained maximum, top-1 ≥ 90 % beyond near ties of "
+                "0.15 (an absolute gap: a random tiny model's logits lie within ±1)"
             ),
-            near_tie=0.5,
+            near_tie=0.15,
         ),
         golden_from="export",
         golden_logits_atol=0.1,

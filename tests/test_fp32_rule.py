@@ -115,3 +115,19 @@ def test_gpt2_small_with_trained_scale_logits_exports_and_verifies(tmp_path: Pat
     report = verify_export(VerifyOptions(folder, **QUICK))
     assert report.ok, report.parity.summary()
     assert max(abs(v) for case in read_golden(folder).cases for v in case.top5_logits) > 20
+
+
+def test_the_trained_scale_preset_has_trained_logits_and_residual_outliers() -> None:
+    import torch
+
+    from gpt2_onnx_exporters.random_models import TRAINED_SCALE, build_random_model
+
+    model = build_random_model("tiny-trained-scale", seed=0).eval()
+    ids = torch.tensor([[464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13] * 4])  # (1, 40)
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+    assert 50 < float(out.logits.abs().max()) < 200  # a trained model's range, not random weights' ±1
+    channels = list(TRAINED_SCALE["tiny-trained-scale"].channels(model.config.n_embd))
+    residual = out.hidden_states[1][0]  # (T, d) after block 0
+    assert float(residual[:, channels].abs().min()) > 100  # every position carries the outliers
+    assert float(residual[:, [c for c in range(64) if c not in channels]].abs().max()) < 10
