@@ -51,11 +51,19 @@ def _cache_tensors(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
 @contextlib.contextmanager
 def _in_float64(model: GPT2LMHeadModel) -> Iterator[None]:
     """The model's weights in float64 for the duration, then float32 again: float32 values are exact in float64, so
-    the round trip changes no bit, and no second copy of the model is held (GPT-2 XL would need 18 GB)."""
+    the round trip changes no bit, and no second copy of the model is held (GPT-2 XL would need 18 GB).
+
+    ``reorder_and_upcast_attn`` computes attention scores in float32 whatever the model's dtype; it changes only the
+    order and precision of the same product, softmax(Q Kᵀ × scale), so the float64 pass takes the plain path."""
+    reordering = [module for module in model.modules() if getattr(module, "reorder_and_upcast_attn", False)]
     model.double()
+    for module in reordering:
+        setattr(module, "reorder_and_upcast_attn", False)  # noqa: B010  # a plain attribute torch does not type
     try:
         yield
     finally:
+        for module in reordering:
+            setattr(module, "reorder_and_upcast_attn", True)  # noqa: B010  # likewise
         model.float()
 
 
