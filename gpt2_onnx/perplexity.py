@@ -240,7 +240,7 @@ class PerplexityComparison:
         limit = "" if self.limit.max_relative is None else f" (limit ±{self.limit.max_relative:.3g})"
         return (
             f"perplexity: export {self.export.value:.6g} vs source {self.source.value:.6g}, "
-            f"Δ {self.difference:+.3g} ({self.relative:+.3%}){limit}"
+            f"Δ {self.difference:+.3g} (relative {self.relative:+.3g}){limit}"
         )
 
     def to_json(self) -> dict[str, Any]:
