@@ -34,6 +34,7 @@ __all__ = [
     "Perplexity",
     "PerplexityComparison",
     "PerplexityLimit",
+    "PerplexityRequest",
     "PerplexityText",
     "Window",
     "WindowPlan",
@@ -278,6 +279,15 @@ def read_text(path: Path) -> str:
     if not text.strip():
         raise InvalidInputError(f"perplexity text '{path}' is empty")
     return text
+
+
+@dataclass(frozen=True)
+class PerplexityRequest:
+    """What ``--perplexity`` asks for: a text file and its windows (None: the model's positions, half of them)."""
+
+    path: Path
+    window: int | None = None
+    stride: int | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx.perplexity import Perplexity, PerplexityComparison, PerplexityText, perplexity_limit
+from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_exporters.source_perplexity import source_log_probs
 from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.session import LoadedExport
@@ -21,7 +22,13 @@ from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
 
-__all__ = ["compare_perplexity", "export_perplexity", "read_for_export", "source_perplexity"]
+__all__ = [
+    "checkpoint_perplexity",
+    "compare_perplexity",
+    "export_perplexity",
+    "read_for_export",
+    "source_perplexity",
+]
 
 
 def read_for_export(
@@ -35,6 +42,12 @@ def read_for_export(
 
 def source_perplexity(model: GPT2LMHeadModel, text: PerplexityText) -> Perplexity:
     return Perplexity.of(text.plan, source_log_probs(model, text.ids, text.plan))
+
+
+def checkpoint_perplexity(spec: str, seed: int | None, text: PerplexityText) -> Perplexity:
+    """A checkpoint (folder, hub id or random:NAME with ``seed``) loaded as the parity reference is, scoring
+    ``text``."""
+    return source_perplexity(load_source(spec, seed).model, text)
 
 
 def export_perplexity(loaded: LoadedExport, text: PerplexityText) -> Perplexity:

@@ -67,6 +67,11 @@ def _rows(report: BenchReport) -> list[list[str]]:
     file_ratios = _ratio_cells(report, "model_files_per_weight_byte", ".4f")
     rows.append(["graphs + weights on disk (MB)", LOWER, *files, *file_ratios])
     rows.append(["load (s)", LOWER, *_cells(report, ("timing", "load_s"), ".1f"), *_ratio_cells(report, None, "")])
+    if report.perplexity is not None:
+        windows = report.perplexity
+        label = f"perplexity, {windows['scored_tokens']:,} tokens (window {windows['window']}, stride {windows['stride']})"
+        figures = _cells(report, ("perplexity",), ",.4f")
+        rows.append([label, LOWER, *figures, *_ratio_cells(report, "perplexity", ".5f")])
     return rows
 
 
@@ -76,7 +81,15 @@ def _footer(report: BenchReport) -> str:
         if report.baseline
         else "no baseline for timings"
     )
-    return f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes')"
+    perplexity = (
+        f"; perplexity of {report.perplexity['text']} × {report.baseline}'s"
+        if report.perplexity is not None and report.baseline
+        else ""
+    )
+    return (
+        f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes')"
+        f"{perplexity}"
+    )
 
 
 def render(report: BenchReport) -> str:
