@@ -68,8 +68,8 @@ def _rows(report: BenchReport) -> list[list[str]]:
     rows.append(["graphs + weights on disk (MB)", LOWER, *files, *file_ratios])
     rows.append(["load (s)", LOWER, *_cells(report, ("timing", "load_s"), ".1f"), *_ratio_cells(report, None, "")])
     if report.perplexity is not None:
-        windows = report.perplexity
-        label = f"perplexity, {windows['scored_tokens']:,} tokens (window {windows['window']}, stride {windows['stride']})"
+        w = report.perplexity
+        label = f"perplexity, {w['scored_tokens']:,} tokens (window {w['window']}, stride {w['stride']})"
         figures = _cells(report, ("perplexity",), ",.4f")
         rows.append([label, LOWER, *figures, *_ratio_cells(report, "perplexity", ".5f")])
     return rows
@@ -87,8 +87,7 @@ def _footer(report: BenchReport) -> str:
         else ""
     )
     return (
-        f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes')"
-        f"{perplexity}"
+        f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes'){perplexity}"
     )
 
 
