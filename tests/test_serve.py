@@ -158,6 +158,39 @@ BAD = {
 }
 
 
+BAD_PROMPTS = {
+    # the prompt's class of gaps, as raw JSON (a lone surrogate, NaN): (body, fragment of the message, param)
+    "lone surrogate": (b'{"model": "tiny", "prompt": "\\ud83d"}', "'prompt' is not valid Unicode: a lone", "prompt"),
+    "lone surrogate in a list": (b'{"model": "tiny", "prompt": ["Hi", "a\\udc00"]}', "'prompt'[1] is not", "prompt"),
+    "negative id": (b'{"model": "tiny", "prompt": [-1]}', "'prompt' holds -1 at position 0", "prompt"),
+    "huge id": (b'{"model": "tiny", "prompt": [7, 99999999999999999999999]}', "at position 1: token ids", "prompt"),
+    "id beyond the vocabulary": (b'{"model": "tiny", "prompt": [[1], [50257]]}', "'prompt'[1] holds 50257", "prompt"),
+    "float id": (b'{"model": "tiny", "prompt": [1.0]}', "'prompt' must be a string, a list of strings", "prompt"),
+    "non-string list member": (b'{"model": "tiny", "prompt": ["Hi", null]}', "'prompt' must be a string", "prompt"),
+    "mixed id list": (b'{"model": "tiny", "prompt": [[1, "2"]]}', "'prompt' must be a string", "prompt"),
+    "empty member": (b'{"model": "tiny", "prompt": ["Hi", ""]}', "'prompt'[1] is empty", "prompt"),
+    "NaN": (b'{"model": "tiny", "prompt": "Hi", "temperature": NaN}', "NaN is not a JSON number", None),
+    "Infinity": (b'{"model": "tiny", "prompt": "Hi", "max_tokens": Infinity}', "Infinity is not a JSON", None),
+    "beyond n_positions": (
+        json.dumps({"model": "tiny", "prompt": "Hi", "max_tokens": 128}).encode(),
+        "the prompt has 1 token; with max_tokens 128",
+        "max_tokens",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_PROMPTS))
+def test_bad_prompts_get_400s_naming_the_field(server: ServeProcess, name: str) -> None:
+    body, fragment, param = BAD_PROMPTS[name]
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
+        response = http.post("/v1/completions", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"], error
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
 @pytest.mark.parametrize("name", list(BAD))
 def test_bad_requests_get_4xx_openai_errors_and_the_server_keeps_serving(
     server: ServeProcess, client: openai.OpenAI, name: str

@@ -71,7 +71,10 @@ def _read_prompts(prompt: tuple[str, ...], prompts_file: str | None) -> list[Pro
         return _read_prompt_file(prompts_file)
     if not prompt and sys.stdin.isatty():
         raise InvalidInputError("no prompt: pass -p TEXT, --prompts FILE, or pipe text into stdin")
-    texts = list(prompt) if prompt else [sys.stdin.read().rstrip("\n")]
+    try:
+        texts = list(prompt) if prompt else [sys.stdin.read().rstrip("\n")]
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the prompt on stdin is not UTF-8 text: {exc}") from exc
     for index, text in enumerate(texts):
         if not text.strip():
             raise InvalidInputError(f"prompt {index} is empty")
