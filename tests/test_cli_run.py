@@ -165,7 +165,9 @@ def test_random_weights_say_their_text_is_noise(copy_export: Callable[[], Path])
     assert result.exit_code == 0, result.output
     note = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
     assert note and "random weights (random:tiny, seed 0)" in note[0], result.stderr
-    assert "gpt2-onnx export --model openai-community/gpt2" in note[0]
+    assert "gpt2-onnx export --model openai-community/gpt2 -o NEW_FOLDER" in note[0]
+    failed = invoke("run", str(folder), "-p", "\ud83d", "-n", "3")  # the note is for a run that worked
+    assert failed.exit_code == 2 and failed.output.count("\n") == 1 and failed.output.startswith("Error: ")
 
 
 def test_a_checkpoint_export_gets_no_such_note(tiny_export: Path) -> None:

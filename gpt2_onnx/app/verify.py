@@ -22,6 +22,7 @@ from gpt2_onnx.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_runtimes.golden_check import check_golden
+from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
@@ -34,8 +35,14 @@ def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
     return source, int(seed) if isinstance(seed, int) else 0
 
 
+def check_before_loading(options: VerifyOptions) -> None:
+    """What can be refused before any model loads: the provider (loading the source model takes seconds)."""
+    ensure_provider_loadable(options.provider)
+
+
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
     """Run every check of an export folder against its source model; never stops at the first failure."""
+    check_before_loading(options)
     manifest = read_manifest(options.folder)
     stages = Stages(report)
     with stages.stage("check files"):

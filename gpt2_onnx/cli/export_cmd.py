@@ -11,6 +11,7 @@ from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import verbose_option
 from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
 from gpt2_onnx.dependencies import require_pytorch_side
+from gpt2_onnx.output_folder import check_output_path
 from gpt2_onnx.precisions import PRECISIONS
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ def export(
         precision=precision,
         block_size=block_size,
     )
+    check_output_path(output, force)  # one line, before the model loads (export_model checks it again)
     require_pytorch_side("export")  # before the application layer's import, which needs it
     from gpt2_onnx.app.export import export_model
 

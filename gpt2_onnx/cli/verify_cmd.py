@@ -70,12 +70,14 @@ def verify(
     if report_path is not None:
         _check_report_path(report_path)  # before minutes of work
     require_pytorch_side("verify (it runs the source model)")  # before the application layer's import
-    from gpt2_onnx.app.verify import verify_export
+    from gpt2_onnx.app.verify import check_before_loading, verify_export
 
+    options = VerifyOptions(folder, model, provider, steps, batch_size, threads)
+    check_before_loading(options)  # one line, before the source model loads
     display = StageDisplay()
     click.echo(f"Verifying {folder}", err=True)
     try:
-        report = verify_export(VerifyOptions(folder, model, provider, steps, batch_size, threads), display)
+        report = verify_export(options, display)
     finally:
         display.close_line()
     if report_path is not None:
