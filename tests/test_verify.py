@@ -170,6 +170,18 @@ def test_int8_export_passes_and_states_its_limits(int8_export: Path) -> None:
     ), line
     assert "reported, not judged: max |Δlogits|, max |ΔKV|, greedy divergence" in line, line
     assert "Failures" not in result.stdout and "PASS" in result.stderr
+    # each row says what it compares with: a quantized export's golden.json is its own output, not the source's
+    rows = [row for row in result.stdout.splitlines() if row.startswith(("golden case", "prefill ", "free-running"))]
+    golden = [row for row in rows if row.startswith("golden case")]
+    assert golden and all("golden.json (this export, when made)" in row for row in golden), rows
+    assert all("source model" in row for row in rows if row not in golden), rows
+
+
+def test_fp32_golden_rows_compare_with_the_source_models_output(tiny_export: Path) -> None:
+    result = invoke("verify", str(tiny_export), *FAST)
+    assert result.exit_code == 0, result.output
+    golden = [row for row in result.stdout.splitlines() if row.startswith("golden case")]
+    assert golden and all("golden.json (source model)" in row for row in golden), result.stdout
 
 
 def test_tolerance_lines_name_every_limit_in_force() -> None:
