@@ -31,9 +31,11 @@ def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "Parity with the source model: " in result.output and "within tolerance" in result.output
-    stages = ("trace prefill", "trace decode", "save weights", "save tokenizer and configs", "golden vectors")
-    for stage in (*stages, "save manifest", "check parity"):
-        assert stage in result.output
+    stages = ("load model", "trace prefill", "trace decode", "save weights", "save graphs", "check graphs")
+    stages += ("save tokenizer and configs", "golden vectors", "check parity", "save manifest")
+    shown = [line.strip().split("  ")[0] for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert [stage for stage in shown if stage in stages] == list(stages), shown  # README's order
+    assert "× the source model's parameter bytes" in result.stdout  # bench divides by each system's weight bytes
     assert "save tokenizer and manifest" not in result.output  # it built the golden vectors too, unnamed
     assert (out / "manifest.json").is_file()
     assert leftovers(tmp_path) == []

@@ -161,7 +161,8 @@ def _print_result(result: ExportResult) -> None:
     click.echo(
         f"Wrote {result.folder}: {', '.join(r.file for r in manifest.graphs.values())} + {manifest.weights_file} "
         f"({megabytes(weights)}; graphs and weights {megabytes(manifest.graph_and_weight_bytes)}, "
-        f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
+        f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the source model's parameter "
+        "bytes)"
     )
     if result.report is not None:
         click.echo(f"Parity with the source model: {result.report.summary()}")
