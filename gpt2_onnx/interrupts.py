@@ -20,7 +20,13 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["install_interrupt_handlers", "raise_if_interrupted", "signals_deferred"]
+__all__ = [
+    "handlers_kept",
+    "ignore_interrupts",
+    "install_interrupt_handlers",
+    "raise_if_interrupted",
+    "signals_deferred",
+]
 
 _INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _received: list[int] = []  # signals the installed handlers saw, in order
@@ -37,6 +43,16 @@ def install_interrupt_handlers() -> None:
     Call from the main thread of a program's entry point (the CLI does); Python allows handlers nowhere else."""
     for signum in _INTERRUPTS:
         signal.signal(signum, _record_and_raise)
+
+
+def ignore_interrupts() -> None:
+    """Ignore SIGINT and SIGTERM from now on: the command has stopped and cleaned up, and its exit status is set.
+
+    A signal handled in Python would raise KeyboardInterrupt while SystemExit unwinds (Python then ends the process
+    by SIGINT: -2 to a caller), and one that comes once the interpreter's shutdown has put the default handlers
+    back would end it by that signal; ignoring is the one disposition the shutdown keeps."""
+    for signum in _INTERRUPTS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def raise_if_interrupted() -> None:
@@ -69,3 +85,26 @@ def signals_deferred() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
         for came in dict.fromkeys(received):
             signal.raise_signal(came)
+
+
+@contextlib.contextmanager
+def handlers_kept() -> Iterator[None]:
+    """Put SIGINT's and SIGTERM's handlers back after a block that replaces them, and keep an interrupt one.
+
+    ``ray.init`` does both: it sets a SIGTERM handler of its own in Python (``sys.exit(15)``) and, as it connects,
+    its C++ core installs a crash handler for SIGTERM that prints a stack dump and aborts. Setting the handlers
+    again afterwards (``signal.signal`` installs Python's C handler anew) makes SIGTERM end the command as Ctrl-C
+    does; one that comes during the block, handled by Ray's ``sys.exit(15)``, becomes the same interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in _INTERRUPTS}
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        raise KeyboardInterrupt from exc
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

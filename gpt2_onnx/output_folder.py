@@ -92,6 +92,10 @@ def earlier_export_files(target: Path) -> frozenset[str]:
 
 def _check_writable(parent: Path) -> None:
     if os.access(parent, os.W_OK | os.X_OK):
+        try:  # what the export will do there (/proc passes the access check and refuses it)
+            os.rmdir(tempfile.mkdtemp(prefix=".gpt2-onnx-probe-", dir=parent))
+        except OSError as exc:
+            raise OutputPathError(f"cannot create a folder in '{parent}': {exc.strerror or exc}") from exc
         return
     try:
         read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)

@@ -2,6 +2,11 @@
 and tensor family (the presents of all layers folded into one row with the worst figures); file integrity; then
 every failure in full, one line each, so that none hides behind a folded row.
 
+Each row says what it compares the export with ("vs"): the source model run in PyTorch, or golden.json, which
+holds the source model's output for fp32 exports and, for fp16, int8 and int4 (precisions the source model does
+not run at), the export's own output when it was made: there a golden row is a regression check of the folder (0.00e+00
+is expected), not a comparison with the source.
+
 In the table, top-1 is the agreement over every position the row compared (not its worst single position), and a
 figure that no limit applies to at this precision is shown in parentheses: reported, not judged. Nothing is cut:
 the columns are as wide as their longest entry."""
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpt2_onnx.parity import Comparison
+from gpt2_onnx.precisions import precision_named
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
@@ -22,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["render_failures", "render_perplexity", "render_report", "render_table"]
 
+SOURCE = "source model"  # what every row but the golden ones compares with
+GOLDEN_FROM = {"source": "golden.json (source model)", "export": "golden.json (this export, when made)"}
+GOLDEN_CHECK = "golden case"
 TOP1_NOTE = "top-1: agreement over every position a row compared, near ties of the precision left out"
 REPORTED_NOTE = "(…): reported, not judged at this precision"
 
@@ -30,6 +39,7 @@ REPORTED_NOTE = "(…): reported, not judged at this precision"
 class _Row:
     check: str
     tensor: str
+    against: str  # what the export is compared with
     count: int
     failed: int
     max_abs: float | None
@@ -76,7 +86,7 @@ def _details(members: list[Comparison]) -> str:
     return f"{found[0]}; and {plural(len(found) - 1, 'other')}"
 
 
-def _rows(comparisons: list[Comparison]) -> list[_Row]:
+def _rows(comparisons: list[Comparison], golden: str) -> list[_Row]:
     groups: dict[tuple[str, str], list[Comparison]] = {}
     for comparison in comparisons:
         key = (_check_group(comparison.check), _family(comparison.tensor))
@@ -87,6 +97,7 @@ def _rows(comparisons: list[Comparison]) -> list[_Row]:
             _Row(
                 check,
                 family if len(members) == 1 else f"{family} ({len(members)})",
+                golden if check.startswith(GOLDEN_CHECK) else SOURCE,
                 len(members),
                 sum(not m.ok for m in members),
                 _worst(m.max_abs for m in members),
@@ -114,6 +125,7 @@ def _cells(row: _Row) -> list[str]:
     return [
         row.check,
         row.tensor,
+        row.against,
         _num(row.max_abs, ".2e", row.abs_judged),
         _num(row.atol, ".0e"),
         _num(row.top1, ".1%", row.top1_judged),
@@ -131,16 +143,17 @@ def _has_reported(rows: list[_Row]) -> bool:
     )
 
 
-def render_table(comparisons: list[Comparison]) -> str:
-    """The folded table, then a line saying what top-1 counts and, where any is shown, what parentheses mean."""
-    header = ["check", "tensor", "max|Δ|", "tol", "top-1", "KL", "result"]
-    rows = _rows(comparisons)
+def render_table(comparisons: list[Comparison], golden_from: str = "source") -> str:
+    """The folded table, then a line saying what top-1 counts and, where any is shown, what parentheses mean.
+    ``golden_from`` ("source" or "export", the precision's rule) says whose output golden.json holds."""
+    header = ["check", "tensor", "vs", "max|Δ|", "tol", "top-1", "KL", "result"]
+    rows = _rows(comparisons, GOLDEN_FROM[golden_from])
     body = [_cells(row) for row in rows]
     widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header) - 1)]
 
     def line(cells: list[str]) -> str:
-        left = [cells[0].ljust(widths[0]), cells[1].ljust(widths[1])]
-        right = [cell.rjust(width) for cell, width in zip(cells[2:-1], widths[2:], strict=True)]
+        left = [cells[i].ljust(widths[i]) for i in range(3)]
+        right = [cell.rjust(width) for cell, width in zip(cells[3:-1], widths[3:], strict=True)]
         return " ".join([*left, *right]) + "  " + cells[-1]
 
     title = line(header)
@@ -180,7 +193,7 @@ def render_report(report: VerifyReport) -> str:
         f"Source: {report.source}; export: {report.precision} on {report.provider}",
         f"Tolerances ({report.precision}): {report.tolerance.describe()}",
         f"Basis: {report.tolerance.basis}",
-        render_table(report.parity.comparisons),
+        render_table(report.parity.comparisons, precision_named(report.precision).golden_from),
         f"Files: {len(report.files) - bad_files} of {plural(len(report.files), 'file')} match the manifest's sha256",
     ]
     if report.perplexity is not None:

@@ -1,5 +1,6 @@
 """``gpt2-onnx serve`` as a test runs it: a child process on a free loopback port, ready once /health answers, and
-stopped the way a user stops it (SIGINT), then by PID: every process it started is ended, and nothing else."""
+stopped the way a user or a service manager stops it (SIGINT or SIGTERM, perhaps a second one during the shutdown),
+then by PID: every process it started is ended, and nothing else."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx2
@@ -110,14 +112,34 @@ class ServeProcess:
                 continue
         return pids
 
-    def stop(self) -> int | None:
-        """SIGINT (Ctrl-C) and wait; then SIGKILL to the process and each remembered descendant still running.
-        :attr:`left_running` lists the descendants that outlived the command's own shutdown by 15 s."""
+    def listening(self) -> list[tuple[str, str, int]]:
+        """Every socket the server's processes (the command itself, Ray's, the replicas) listen on: (process name,
+        address, port)."""
+        assert self._process is not None
+        found = []
+        for process in [psutil.Process(self._process.pid), *self.descendants()]:
+            try:
+                name = process.name()
+                connections = process.net_connections(kind="inet")
+            except psutil.Error:
+                continue
+            for connection in connections:
+                if connection.status == psutil.CONN_LISTEN:
+                    found.append((name, str(connection.laddr.ip), int(connection.laddr.port)))
+        return found
+
+    def stop(self, signals: Sequence[int] = (signal.SIGINT,)) -> int | None:
+        """Send the first of ``signals`` (Ctrl-C by default) and wait; each further one is sent once the server has
+        stopped answering (its shutdown under way) while the command still runs. Then SIGKILL to the process and
+        each remembered descendant still running. :attr:`left_running` lists the descendants that outlived the
+        command's own shutdown by 15 s; :attr:`sent_during_shutdown` the further signals sent before it ended."""
+        self.sent_during_shutdown: list[int] = []
         if self._process is None:
             return None
         self.descendants()
         if self._process.poll() is None:
-            self._process.send_signal(signal.SIGINT)
+            self._process.send_signal(signals[0])
+            self._signal_during_shutdown(signals[1:])
             try:
                 self._process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -132,3 +154,13 @@ class ServeProcess:
             except psutil.Error:
                 continue
         return self._process.returncode
+
+    def _signal_during_shutdown(self, signals: Sequence[int]) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while signals and self.healthy() and time.monotonic() < deadline and self._process.poll() is None:
+            time.sleep(0.05)
+        for signum in signals:
+            if self._process.poll() is None:
+                self._process.send_signal(signum)
+                self.sent_during_shutdown.append(signum)

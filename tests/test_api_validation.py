@@ -66,3 +66,41 @@ def test_onnxruntime_run_failures_are_typed(tiny_export: Path) -> None:
     ids32 = np.array([[1, 2]], dtype=np.int32)  # the graph takes int64
     with pytest.raises(InferenceError, match=r"ONNX Runtime failed running prefill\.onnx: "):
         loaded.run("prefill", {"input_ids": ids32, "attention_mask": ids32, "position_ids": ids32})
+
+
+BAD_PROMPT_IDS = [
+    ([-1], r"prompt 0 holds -1 at position 0: token ids are integers in \[0, 50257\)"),
+    ([5, 2**70], r"prompt 0 holds 1180591620717411303424 at position 1"),
+    ([50257], r"prompt 0 holds 50257 at position 0"),
+    ([1.5], r"prompt 0 holds 1.5 at position 0"),
+    ([True], r"prompt 0 holds True at position 0"),
+    (["5"], r"prompt 0 holds '5' at position 0"),
+    ([], r"prompt 0 is empty"),
+]
+
+
+@pytest.mark.parametrize(("prompt", "message"), BAD_PROMPT_IDS)
+def test_generate_ids_refuses_what_is_not_a_token_id(api: Gpt2Onnx, prompt: list[object], message: str) -> None:
+    """Negative, huge, out-of-vocabulary, non-integer ids: one InvalidInputError, not NumPy's OverflowError or a
+    float silently truncated to an id (the check every prompt goes through: gpt2_onnx_runtimes.prompt_checks)."""
+    with pytest.raises(InvalidInputError, match=message):
+        api.generate_ids([prompt], api.options(max_new_tokens=2))  # type: ignore[list-item]  # wrong on purpose
+
+
+@pytest.mark.parametrize("text", ["\ud83d", "fine \udced then"])  # a lone surrogate; an undecodable argv byte
+def test_generate_and_stream_refuse_a_lone_surrogate(api: Gpt2Onnx, text: str) -> None:
+    with pytest.raises(InvalidInputError, match=r"prompt 0 is not valid Unicode: a lone surrogate U\+D"):
+        api.generate(text, api.options(max_new_tokens=2))
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        api.stream(text, api.options(max_new_tokens=2))
+    with pytest.raises(InvalidInputError, match="prompt 1 is a int, not text"):
+        api.generate(["Hi", 3], api.options(max_new_tokens=2))  # type: ignore[list-item]  # wrong on purpose
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("temperature", float("inf")), ("temperature", float("nan")), ("repetition_penalty", float("inf"))],
+)
+def test_options_refuse_infinities_and_nan(api: Gpt2Onnx, option: str, value: float) -> None:
+    with pytest.raises(InvalidInputError, match=f"{option} must be a finite number > 0"):
+        api.options(do_sample=True, **{option: value})

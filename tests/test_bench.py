@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from gpt2_onnx.bench.report import summarize
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.bench.tasks import RawResults, bench_tasks
 from gpt2_onnx.errors import InvalidInputError
-from tests.helpers import invoke
+from tests.conftest import cuda_works
+from tests.helpers import invoke, one_error_line
 
 SMALL = [
     "--repeats", "2", "--warmup", "0", "--new-tokens", "3", "--prompt-lengths", "2,5",
@@ -62,8 +64,26 @@ def test_bench_table_without_eager(tiny_export: Path) -> None:
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-checkpoint"
     result = invoke("bench", str(tiny_export), *SMALL, "--model", str(missing))
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a checkpoint that is not there: exit 2, as export says it
     assert "pytorch-eager" in result.output and "does not exist" in result.output
+    assert "ModelLoadError" not in result.output
+
+
+def test_bench_exits_with_the_codes_run_and_verify_give(copy_export: Callable[[], Path], tiny_export: Path) -> None:
+    """One mapping for every command: a damaged folder is exit 2 and a provider not here exit 3, each one line
+    naming the folder, without a Python class name."""
+    folder = copy_export()
+    weights = folder / "model.onnx.data"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    damaged = invoke("bench", str(folder), *SMALL, "--no-eager")
+    assert damaged.exit_code == 2, damaged.output
+    line = one_error_line(damaged.output)
+    assert folder.name in line and "Error:" in line and "ManifestError" not in line
+    if cuda_works():
+        return
+    no_cuda = invoke("bench", str(tiny_export), *SMALL, "--no-eager", "--provider", "cuda")
+    assert no_cuda.exit_code == 3, no_cuda.output
+    assert "ProviderUnavailableError" not in one_error_line(no_cuda.output)
 
 
 def test_bench_refuses_sequences_beyond_the_model(tiny_export: Path) -> None:

@@ -31,9 +31,11 @@ def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert "Parity with the source model: " in result.output and "within tolerance" in result.output
-    stages = ("trace prefill", "trace decode", "save weights", "save tokenizer and configs", "golden vectors")
-    for stage in (*stages, "save manifest", "check parity"):
-        assert stage in result.output
+    stages = ("load model", "trace prefill", "trace decode", "save weights", "save graphs", "check graphs")
+    stages += ("save tokenizer and configs", "golden vectors", "check parity", "save manifest")
+    shown = [line.strip().split("  ")[0] for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert [stage for stage in shown if stage in stages] == list(stages), shown  # README's order
+    assert "× the source model's parameter bytes" in result.stdout  # bench divides by each system's weight bytes
     assert "save tokenizer and manifest" not in result.output  # it built the golden vectors too, unnamed
     assert (out / "manifest.json").is_file()
     assert leftovers(tmp_path) == []
@@ -371,3 +373,17 @@ def test_without_pytorch_export_and_verify_say_what_to_install(command: str, tin
     line = one_error_line(done.stderr)
     assert "torch is not installed" in line and PYTORCH_INSTALL_HINT in line, line
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "proc"])
+def test_an_unusable_output_path_is_one_line_before_the_model_loads(tmp_path: Path, where: str) -> None:
+    """A file, or a folder nothing can be created in (/proc passes the access check): refused at once, one line,
+    before the (slow) model loading; the model given does not even exist."""
+    target = tmp_path / "afile.txt" if where == "file" else Path("/proc/nope")
+    if where == "file":
+        target.write_text("not a folder")
+    elif not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    result = invoke("export", "--model", str(tmp_path / "no-such-model"), "-o", str(target))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: ") and ("is a file" in result.output or "cannot create" in result.output)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,7 +165,9 @@ def test_random_weights_say_their_text_is_noise(copy_export: Callable[[], Path])
     assert result.exit_code == 0, result.output
     note = [line for line in result.stderr.splitlines() if line.startswith("Note: ")]
     assert note and "random weights (random:tiny, seed 0)" in note[0], result.stderr
-    assert "gpt2-onnx export --model openai-community/gpt2" in note[0]
+    assert "gpt2-onnx export --model openai-community/gpt2 -o NEW_FOLDER" in note[0]
+    failed = invoke("run", str(folder), "-p", "\ud83d", "-n", "3")  # the note is for a run that worked
+    assert failed.exit_code == 2 and failed.output.count("\n") == 1 and failed.output.startswith("Error: ")
 
 
 def test_a_checkpoint_export_gets_no_such_note(tiny_export: Path) -> None:
@@ -253,3 +257,26 @@ def test_run_processor_flags(tiny_export: Path) -> None:
 )
 def test_run_refuses_bad_combinations_in_one_line(tiny_export: Path, flags: list[str], message: str) -> None:
     assert_error(invoke("run", str(tiny_export), "-p", "x", *flags), 2, message)
+
+
+def test_run_refuses_a_prompt_that_is_not_text_in_one_line(tiny_export: Path, tmp_path: Path) -> None:
+    """A lone surrogate (what Python makes of command-line bytes that are not UTF-8) and bytes that are not UTF-8
+    on stdin or in a --prompts file: exit 2 and one line, not a tokenizer's TypeError (exit 70)."""
+    given = invoke("run", str(tiny_export), "-p", "ok \ud83d", "-n", "2")
+    assert given.exit_code == 2 and "prompt 0 is not valid Unicode: a lone surrogate U+D83D" in one_error_line(
+        given.output
+    )
+    not_utf8 = b"\xed\xa0\xbd caf\xe9"
+    piped = subprocess.run(
+        [sys.executable, "-m", "gpt2_onnx", "run", str(tiny_export), "-n", "2"],
+        input=not_utf8,
+        capture_output=True,
+        timeout=120,
+    )
+    stderr = piped.stderr.decode()
+    assert piped.returncode == 2 and stderr.count("\n") == 1, stderr
+    assert "lone surrogate" in stderr or "is not UTF-8 text" in stderr  # surrogateescape (C locale) or strict
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes(b"fine\n" + not_utf8 + b"\n")
+    from_file = invoke("run", str(tiny_export), "--prompts", str(prompts), "-n", "2")
+    assert from_file.exit_code == 2 and "can't decode byte 0xed" in one_error_line(from_file.output)

@@ -5,8 +5,10 @@ the module, driven by the official OpenAI client and plain HTTP; then Ctrl-C end
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import random
+import signal
 import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -156,6 +158,39 @@ BAD = {
 }
 
 
+BAD_PROMPTS = {
+    # the prompt's class of gaps, as raw JSON (a lone surrogate, NaN): (body, fragment of the message, param)
+    "lone surrogate": (b'{"model": "tiny", "prompt": "\\ud83d"}', "'prompt' is not valid Unicode: a lone", "prompt"),
+    "lone surrogate in a list": (b'{"model": "tiny", "prompt": ["Hi", "a\\udc00"]}', "'prompt'[1] is not", "prompt"),
+    "negative id": (b'{"model": "tiny", "prompt": [-1]}', "'prompt' holds -1 at position 0", "prompt"),
+    "huge id": (b'{"model": "tiny", "prompt": [7, 99999999999999999999999]}', "at position 1: token ids", "prompt"),
+    "id beyond the vocabulary": (b'{"model": "tiny", "prompt": [[1], [50257]]}', "'prompt'[1] holds 50257", "prompt"),
+    "float id": (b'{"model": "tiny", "prompt": [1.0]}', "'prompt' must be a string, a list of strings", "prompt"),
+    "non-string list member": (b'{"model": "tiny", "prompt": ["Hi", null]}', "'prompt' must be a string", "prompt"),
+    "mixed id list": (b'{"model": "tiny", "prompt": [[1, "2"]]}', "'prompt' must be a string", "prompt"),
+    "empty member": (b'{"model": "tiny", "prompt": ["Hi", ""]}', "'prompt'[1] is empty", "prompt"),
+    "NaN": (b'{"model": "tiny", "prompt": "Hi", "temperature": NaN}', "NaN is not a JSON number", None),
+    "Infinity": (b'{"model": "tiny", "prompt": "Hi", "max_tokens": Infinity}', "Infinity is not a JSON", None),
+    "beyond n_positions": (
+        json.dumps({"model": "tiny", "prompt": "Hi", "max_tokens": 128}).encode(),
+        "the prompt has 1 token; with max_tokens 128",
+        "max_tokens",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_PROMPTS))
+def test_bad_prompts_get_400s_naming_the_field(server: ServeProcess, name: str) -> None:
+    body, fragment, param = BAD_PROMPTS[name]
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    with httpx2.Client(base_url=server.url, timeout=60) as http:
+        response = http.post("/v1/completions", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert fragment in error["message"], error
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
 @pytest.mark.parametrize("name", list(BAD))
 def test_bad_requests_get_4xx_openai_errors_and_the_server_keeps_serving(
     server: ServeProcess, client: openai.OpenAI, name: str
@@ -190,10 +225,51 @@ def test_ctrl_c_stops_the_server_and_everything_it_started(tiny_export: Path, tm
     assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{process.pid}")), "Ray's folder was removed"
 
 
+def test_sigterm_stops_the_server_as_ctrl_c_does_and_writes_no_credential(tiny_export: Path, tmp_path: Path) -> None:
+    """What systemd, docker stop and Kubernetes send: "Stopped." and 0, not Ray's crash dump and 15. The embedded
+    Ray's token stays in its processes' environment: no ~/.ray/auth_token (Ray writes it 0644) in this HOME."""
+    home = tmp_path / "home"
+    home.mkdir()
+    process = ServeProcess(tiny_export, tmp_path / "logs", env={"HOME": str(home)}).start()
+    assert process.replica_pids()
+    code = process.stop([signal.SIGTERM])
+    assert code == 0 and process.left_running == []
+    assert process.stderr() == "Stopped.\n"  # nothing else: no crash dump, no Ray line at the start
+    assert not (home / ".ray" / "auth_token").exists()
+
+
+def test_a_second_signal_during_the_shutdown_still_ends_it_stopped(tiny_export: Path, tmp_path: Path) -> None:
+    """Ctrl-C, then SIGTERM while the application is being removed: the shutdown completes, and -v (after the
+    command) showed Ray's and Serve's own messages meanwhile."""
+    process = ServeProcess(tiny_export, tmp_path, "-v").start()
+    code = process.stop([signal.SIGINT, signal.SIGTERM])
+    assert process.sent_during_shutdown == [signal.SIGTERM], "the server ended before the second signal"
+    assert code == 0 and process.left_running == []
+    stderr = process.stderr()
+    assert stderr.endswith("Stopped.\n") and "Traceback" not in stderr and "Interrupted." not in stderr
+    assert "Started a local Ray instance" in stderr and "Deleting app" in stderr
+
+
+def test_nothing_the_server_started_listens_beyond_loopback(server: ServeProcess) -> None:
+    """Ray's services, Serve's proxy and each replica's inter-deployment gRPC server: all on loopback."""
+    listening = server.listening()
+    assert ("127.0.0.1", server.port) in {(address, port) for _, address, port in listening}  # the API itself
+    assert any(name.startswith("ray::ServeRepli") for name, _, _ in listening)  # the replica's gRPC server
+    wide = [entry for entry in listening if not _loopback(entry[1])]
+    assert not wide, f"listening beyond loopback: {wide}"
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None  # ::ffff:127.0.0.1
+    return (mapped or ip).is_loopback
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
         (["--detach"], "--detach needs --address"),
+        (["-v", "--detach"], "--detach needs --address"),  # -v after the command, as on every other command
         (["--replicas", "3", "--max-replicas", "2"], "--max-replicas (2) must be at least --replicas (3)"),
         (["--gpus-per-replica", "1"], "--gpus-per-replica needs --provider cuda"),
     ],

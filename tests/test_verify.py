@@ -20,6 +20,7 @@ from gpt2_onnx.app.verify import VerifyOptions, verify_export
 from gpt2_onnx.parity import ParityReport
 from gpt2_onnx.precisions import tolerance_for
 from tests import faults
+from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
 
 FAST = ("--steps", "6", "--batch-size", "3")
@@ -170,6 +171,18 @@ def test_int8_export_passes_and_states_its_limits(int8_export: Path) -> None:
     ), line
     assert "reported, not judged: max |Δlogits|, max |ΔKV|, greedy divergence" in line, line
     assert "Failures" not in result.stdout and "PASS" in result.stderr
+    # each row says what it compares with: a quantized export's golden.json is its own output, not the source's
+    rows = [row for row in result.stdout.splitlines() if row.startswith(("golden case", "prefill ", "free-running"))]
+    golden = [row for row in rows if row.startswith("golden case")]
+    assert golden and all("golden.json (this export, when made)" in row for row in golden), rows
+    assert all("source model" in row for row in rows if row not in golden), rows
+
+
+def test_fp32_golden_rows_compare_with_the_source_models_output(tiny_export: Path) -> None:
+    result = invoke("verify", str(tiny_export), *FAST)
+    assert result.exit_code == 0, result.output
+    golden = [row for row in result.stdout.splitlines() if row.startswith("golden case")]
+    assert golden and all("golden.json (source model)" in row for row in golden), result.stdout
 
 
 def test_tolerance_lines_name_every_limit_in_force() -> None:
@@ -322,3 +335,11 @@ def test_top1_leaves_out_near_ties_of_the_precision() -> None:
     assert "1 near tie left out" in lenient.describe()
     ties = compare_logits("step", actual[:, :1], expected[:, :1], None, min_top1=1.0, near_tie=0.05)
     assert ties.ok and ties.top1 is None and "every position a near tie" in ties.describe()
+
+
+def test_verify_refuses_a_provider_not_here_before_loading_anything(tiny_export: Path) -> None:
+    if cuda_works():
+        pytest.skip("CUDA works here")
+    result = invoke("verify", str(tiny_export), "--provider", "cuda")
+    assert result.exit_code == 3 and result.output.count("\n") == 1, result.output  # no stage ran first
+    assert result.output.startswith("Error: ") and "CUDA" in result.output

@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from gpt2_onnx import errors
 from gpt2_onnx.bench.protocol import prompt_ids
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
 from gpt2_onnx.bench.tasks import RawResults, Task, bench_tasks
-from gpt2_onnx.errors import BenchError
+from gpt2_onnx.errors import BenchError, Gpt2OnnxError
 from gpt2_onnx.import_roots import import_roots
 
 __all__ = ["Progress", "duration_text", "run_systems"]
@@ -36,6 +37,15 @@ Progress = Callable[[str], None]
 _WORKER_MAIN = (
     "import os, sys; sys.path[:0] = sys.argv[1].split(os.pathsep); from gpt2_onnx.app.bench_worker import main; main()"
 )
+
+
+def _worker_error(name: object, message: str) -> Gpt2OnnxError:
+    """The worker's own error class again (ManifestError, ProviderUnavailableError…: exit 2, 3 as everywhere),
+    else BenchError (exit 1)."""
+    found = getattr(errors, str(name), None) if name else None
+    if isinstance(found, type) and issubclass(found, Gpt2OnnxError) and not issubclass(found, errors.OptionError):
+        return found(message)
+    return BenchError(message)
 
 
 class _Worker:
@@ -65,7 +75,7 @@ class _Worker:
             raise BenchError(f"the {self.spec.label} bench worker stopped: {self._log_tail()}")
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
-            raise BenchError(f"{self.spec.label}: {answer['error']}")
+            raise _worker_error(answer.get("error_class"), f"{self.spec.label}: {answer['error']}")
         return answer
 
     def request(self, cmd: str, **fields: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 from gpt2_onnx.bench.memory import memory_snapshot
 from gpt2_onnx.bench.protocol import BenchSystem
 from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.errors import first_line
+from gpt2_onnx.errors import Gpt2OnnxError, first_line
 
 __all__ = ["main"]
 
@@ -70,6 +70,15 @@ def _handle(system: BenchSystem, request: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown bench command '{command}'")
 
 
+def error_answer(exc: Exception) -> dict[str, str]:
+    """The answer for a failed request: gpt2-onnx's own errors by their class (the parent raises the same class,
+    so bench exits with the code run and verify give for it), anything else by its type and message."""
+    traceback.print_exc(file=sys.stderr)
+    if isinstance(exc, Gpt2OnnxError):
+        return {"error": first_line(exc), "error_class": type(exc).__name__}
+    return {"error": f"{type(exc).__name__}: {first_line(exc)}"}
+
+
 def serve(system: BenchSystem, requests: IO[str], answers: IO[str]) -> None:
     """Answer each request line with one line: the result, or ``{"error": ...}`` (and keep serving)."""
     for line in requests:
@@ -79,8 +88,7 @@ def serve(system: BenchSystem, requests: IO[str], answers: IO[str]) -> None:
         try:
             answer = _handle(system, request)
         except Exception as exc:  # reported to the parent, which raises a typed error with this text
-            traceback.print_exc(file=sys.stderr)
-            answer = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
+            answer = error_answer(exc)
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
 
@@ -91,7 +99,12 @@ def main() -> None:
     sys.stdout = sys.stderr
     first = json.loads(sys.stdin.readline())
     spec, settings = SystemSpec.from_json(first["system"]), BenchSettings.from_json(first["settings"])
-    system = _build(spec, settings)
+    try:
+        system = _build(spec, settings)
+    except Exception as exc:  # a folder that cannot load, a provider that is not here: the parent's typed error
+        protocol_out.write(json.dumps(error_answer(exc)) + "\n")
+        protocol_out.flush()
+        return
     protocol_out.write(json.dumps({"ready": True, "memory": memory_snapshot()}) + "\n")
     protocol_out.flush()
     serve(system, sys.stdin, protocol_out)

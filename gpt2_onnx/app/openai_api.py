@@ -26,14 +26,17 @@ from gpt2_onnx.app.openai_schema import (
     Prompt,
     choice_seeds,
     completion_id,
+    invalid,
     now,
     parse_request,
     prompt_list,
+    prompt_name,
     stop_list,
 )
 from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ServerBusyError
 from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec
 from gpt2_onnx_runtimes.batching import BatchEngine
+from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids, check_prompt_text
 from gpt2_onnx_runtimes.token_selection import SamplingParams
 
 __all__ = ["ApiSettings", "create_app"]
@@ -117,18 +120,34 @@ def _check_model(given: str, served: str) -> None:
         )
 
 
+def _not_json(constant: str) -> object:
+    """Python's json module reads NaN, Infinity and -Infinity; JSON has no such numbers."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def _decode_json(raw: bytes) -> object:
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(raw, parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError too
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
 
 
-def _spec(engine: BatchEngine, prompt: Prompt, body: CompletionRequest) -> CompletionSpec:
-    """One prompt of the request as the engine takes it (OpenAI's defaults where the body says nothing)."""
-    ids = prompt.ids if prompt.ids is not None else tuple(engine.tokenizer.encode(prompt.text or ""))
+def _prompt_ids(engine: BatchEngine, prompt: Prompt, name: str) -> tuple[int, ...]:
+    """The prompt's token ids, checked as every prompt is (gpt2_onnx_runtimes.prompt_checks): a 400 naming it."""
+    try:
+        if prompt.ids is not None:
+            return check_prompt_ids(prompt.ids, engine.dims.vocab_size, name)
+        ids = engine.tokenizer.encode(check_prompt_text(prompt.text, name))
+    except InvalidInputError as exc:
+        raise invalid(exc, "prompt") from None
     if not ids:
-        raise ApiError(400, "'prompt' encodes to no token", param="prompt")
+        raise ApiError(400, f"{name} encodes to no token", param="prompt")
+    return tuple(ids)
+
+
+def _spec(engine: BatchEngine, prompt: Prompt, body: CompletionRequest, name: str) -> CompletionSpec:
+    """One prompt of the request as the engine takes it (OpenAI's defaults where the body says nothing)."""
+    ids = _prompt_ids(engine, prompt, name)
     try:
         sampling = SamplingParams(
             temperature=1.0 if body.temperature is None else body.temperature,  # OpenAI's default samples
@@ -143,7 +162,7 @@ def _spec(engine: BatchEngine, prompt: Prompt, body: CompletionRequest) -> Compl
             logprobs=body.logprobs,
         )
     except InvalidInputError as exc:
-        raise ApiError(400, str(exc)) from None
+        raise invalid(exc) from None
 
 
 def _timeout() -> ApiError:
@@ -166,7 +185,7 @@ class _Completion:
     def __init__(self, engine: BatchEngine, body: CompletionRequest, model: str) -> None:
         self.engine, self.body, self.n = engine, body, body.n or 1
         prompts = prompt_list(body.prompt)
-        self.specs = [_spec(engine, prompt, body) for prompt in prompts]
+        self.specs = [_spec(engine, prompt, body, prompt_name(i, len(prompts))) for i, prompt in enumerate(prompts)]
         self.answers: list[ChoiceAnswer] = []
         for number, (prompt, spec) in enumerate(zip(prompts, self.specs, strict=True)):
             text = prompt.text if prompt.text is not None else engine.tokenizer.decode(spec.prompt_ids)
@@ -178,7 +197,7 @@ class _Completion:
         try:
             return CompletionRun(self.engine, self.specs)
         except InvalidInputError as exc:
-            raise ApiError(400, str(exc)) from None
+            raise invalid(exc) from None
         except ServerBusyError as exc:
             raise ApiError(503, str(exc), "server_error", code="server_busy") from None
 

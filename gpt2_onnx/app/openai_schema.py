@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.errors import InvalidInputError, OptionError
 
 __all__ = [
     "MAX_LOGPROBS",
@@ -26,6 +26,7 @@ __all__ = [
     "error_body",
     "parse_request",
     "prompt_list",
+    "prompt_name",
 ]
 
 MAX_LOGPROBS = 5  # OpenAI's limit on logprobs
@@ -170,7 +171,7 @@ def prompt_list(prompt: object) -> list[Prompt]:
         )
     for index, item in enumerate(found):
         if item.text == "" or item.ids == ():
-            raise ApiError(400, f"'prompt' {index} is empty; give at least one token", param="prompt")
+            raise ApiError(400, f"{prompt_name(index, len(found))} is empty; give at least one token", param="prompt")
     return found
 
 
@@ -184,9 +185,21 @@ def choice_seeds(request: CompletionRequest) -> tuple[int, ...]:
     return tuple(base + index for index in range(n))
 
 
-def invalid(exc: InvalidInputError) -> ApiError:
-    """A runtime refusal (length, token ids, n) as a 400."""
-    return ApiError(400, str(exc))
+API_NAMES = {"max_new_tokens": "max_tokens", "num_return_sequences": "n"}  # the runtime's names → the API's
+
+
+def invalid(exc: InvalidInputError, param: str | None = None) -> ApiError:
+    """A runtime refusal (length, token ids, n) as a 400 naming the field at fault: ``param``, or the option an
+    :class:`OptionError` names, spelled as the API spells it."""
+    if isinstance(exc, OptionError):
+        names = [API_NAMES.get(name, name) for name in exc.names]
+        return ApiError(400, exc.render(API_NAMES), param=param or (names[0] if names else None))
+    return ApiError(400, str(exc), param=param)
+
+
+def prompt_name(index: int, count: int) -> str:
+    """How errors name prompt ``index`` of ``count``: ``'prompt'`` alone, ``'prompt'[1]`` in a list."""
+    return "'prompt'" if count == 1 else f"'prompt'[{index}]"
 
 
 def completion_id() -> str:

@@ -29,9 +29,10 @@ from typing import Any, cast
 import ray
 from ray import serve
 
+from gpt2_onnx.app.loopback import bind_replica_grpc_to_node
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx.errors import InvalidInputError, ManifestError, ServingError, first_line
-from gpt2_onnx.interrupts import signals_deferred
+from gpt2_onnx.interrupts import handlers_kept, signals_deferred
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
@@ -99,6 +100,7 @@ class Gpt2OnnxReplica:
     """One replica: the export loaded once, its batching loop, and the HTTP app over it."""
 
     def __init__(self, config: ReplicaConfig) -> None:
+        bind_replica_grpc_to_node()  # before Serve starts it, once this constructor returns
         runtime = RuntimeOptions(provider=config.provider, intra_op_threads=config.threads)
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
@@ -207,28 +209,42 @@ def _ray(config: ServeConfig) -> Iterator[None]:
     """Ray connected for the block: started here (embedded) or joined by address; stopped or left after."""
     temp = tempfile.mkdtemp(prefix="gpt2-onnx-ray-") if config.embedded else None
     try:
-        if temp is not None:
-            ray.init(
-                num_cpus=config.local_cpus,
-                include_dashboard=False,
-                object_store_memory=OBJECT_STORE_BYTES,
-                _temp_dir=temp,
-                namespace=NAMESPACE,
-                log_to_driver=False,
-                logging_level=config.log_level,
-            )
-        else:
-            ray.init(address=config.address, namespace=NAMESPACE, log_to_driver=False, logging_level=config.log_level)
+        with handlers_kept():  # Ray's own SIGTERM handlers would crash-dump and exit 15 instead of stopping
+            _init(config, temp)
     except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError… for a bad address
         where = "a local Ray" if temp is not None else f"the Ray cluster at '{config.address}'"
         _remove(temp)
         raise ServingError(f"cannot start or reach {where}: {first_line(exc)}") from exc
+    except KeyboardInterrupt:  # during Ray's start: what it started so far stops too
+        _stop(temp)
+        raise
     try:
         yield
     finally:
-        with signals_deferred():
-            ray.shutdown()
-            _remove(temp)
+        _stop(temp)
+
+
+def _stop(temp: str | None) -> None:
+    """Disconnect from Ray (an embedded one stops) and remove its folder, with interrupts held until done."""
+    with signals_deferred():
+        ray.shutdown()
+        _remove(temp)
+
+
+def _init(config: ServeConfig, temp: str | None) -> None:
+    """Start a local Ray with its files in ``temp`` (embedded), or join the cluster at the configured address."""
+    if temp is None:
+        ray.init(address=config.address, namespace=NAMESPACE, log_to_driver=False, logging_level=config.log_level)
+        return
+    ray.init(
+        num_cpus=config.local_cpus,
+        include_dashboard=False,
+        object_store_memory=OBJECT_STORE_BYTES,
+        _temp_dir=temp,
+        namespace=NAMESPACE,
+        log_to_driver=False,
+        logging_level=config.log_level,
+    )
 
 
 def _remove(folder: str | None) -> None:

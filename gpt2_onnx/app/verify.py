@@ -24,6 +24,7 @@ from gpt2_onnx.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_runtimes.golden_check import check_golden
+from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
@@ -53,8 +54,14 @@ def _golden(suite: ParitySuite, loaded: LoadedExport, generation: LoadedExport) 
             suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
 
 
+def check_before_loading(options: VerifyOptions) -> None:
+    """What can be refused before any model loads: the provider (loading the source model takes seconds)."""
+    ensure_provider_loadable(options.provider)
+
+
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
     """Run every check of an export folder against its source model; never stops at the first failure."""
+    check_before_loading(options)
     manifest = read_manifest(options.folder)
     text = _perplexity_text(options, manifest)
     stages = Stages(report)

@@ -22,7 +22,7 @@ from gpt2_onnx import __version__
 from gpt2_onnx.cli.logs import configure_logging
 from gpt2_onnx.cli.options import VERBOSE_KEY, flag_names
 from gpt2_onnx.errors import Gpt2OnnxError, OptionError, first_line
-from gpt2_onnx.interrupts import install_interrupt_handlers
+from gpt2_onnx.interrupts import ignore_interrupts, install_interrupt_handlers
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "cli", "main"]
 
@@ -120,14 +120,10 @@ def _message(exc: Gpt2OnnxError, ctx: click.Context | None) -> str:
 
 
 def _interrupted() -> int:
-    """The command stopped at an interrupt and its clean-up is done; from here on SIGINT and SIGTERM are ignored.
-
-    Nothing is left to stop, and the exit status must stay 130 through the interpreter's shutdown. A second signal
-    handled in Python would raise KeyboardInterrupt while SystemExit unwinds (Python then ends the process by
-    SIGINT: -2 to a caller, not 130), and one that comes once the shutdown has put the default handlers back would
-    end it by that signal; ignoring is the one disposition the shutdown keeps (tests/test_interrupts.py sends
-    signals all through an interrupted command's exit)."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
+    """The command stopped at an interrupt and its clean-up is done; from here on SIGINT and SIGTERM are ignored
+    (:func:`~gpt2_onnx.interrupts.ignore_interrupts`: nothing is left to stop, and the exit status must stay 130
+    through the interpreter's shutdown; tests/test_interrupts.py sends signals all through an interrupted
+    command's exit)."""
+    ignore_interrupts()
     click.echo("Interrupted.", err=True)
     return EXIT_INTERRUPTED

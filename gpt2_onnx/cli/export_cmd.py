@@ -11,6 +11,7 @@ from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import verbose_option
 from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
 from gpt2_onnx.dependencies import require_pytorch_side
+from gpt2_onnx.output_folder import check_output_path
 from gpt2_onnx.precisions import PRECISIONS
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ def export(
         precision=precision,
         block_size=block_size,
     )
+    check_output_path(output, force)  # one line, before the model loads (export_model checks it again)
     require_pytorch_side("export")  # before the application layer's import, which needs it
     from gpt2_onnx.app.export import export_model
 
@@ -159,7 +161,8 @@ def _print_result(result: ExportResult) -> None:
     click.echo(
         f"Wrote {result.folder}: {', '.join(r.file for r in manifest.graphs.values())} + {manifest.weights_file} "
         f"({megabytes(weights)}; graphs and weights {megabytes(manifest.graph_and_weight_bytes)}, "
-        f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the parameters)"
+        f"{manifest.graph_and_weight_bytes / manifest.model['parameter_bytes']:.4f}× the source model's parameter "
+        "bytes)"
     )
     if result.report is not None:
         click.echo(f"Parity with the source model: {result.report.summary()}")

@@ -34,7 +34,7 @@ FINISH_WORDS = {
     "stop": "stopped at a stop string",
     "length": "stopped at the length limit (--max-new-tokens)",
 }
-REAL_CHECKPOINT_HINT = "gpt2-onnx export --model openai-community/gpt2 -o gpt2-onnx-out (needs the Hub or its cache)"
+REAL_CHECKPOINT_HINT = "gpt2-onnx export --model openai-community/gpt2 -o NEW_FOLDER (needs the Hub or its cache)"
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,10 @@ def _read_prompts(prompt: tuple[str, ...], prompts_file: str | None) -> list[Pro
         return _read_prompt_file(prompts_file)
     if not prompt and sys.stdin.isatty():
         raise InvalidInputError("no prompt: pass -p TEXT, --prompts FILE, or pipe text into stdin")
-    texts = list(prompt) if prompt else [sys.stdin.read().rstrip("\n")]
+    try:
+        texts = list(prompt) if prompt else [sys.stdin.read().rstrip("\n")]
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the prompt on stdin is not UTF-8 text: {exc}") from exc
     for index, text in enumerate(texts):
         if not text.strip():
             raise InvalidInputError(f"prompt {index} is empty")
@@ -267,9 +270,9 @@ def run(
         layout,  # type: ignore[arg-type]  # likewise the layouts'
         integrity,
     )
-    _random_weights_note(manifest)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
+    _random_weights_note(manifest)  # for a run that worked: a failure stays one line
 
 
 def _generate_all(

@@ -6,17 +6,18 @@ without the ``serve`` extra. The API key may come from GPT2_ONNX_API_KEY: read h
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import click
 
-from gpt2_onnx.cli.options import provider_option
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
+from gpt2_onnx.errors import InvalidInputError, MissingDependencyError
+from gpt2_onnx.interrupts import ignore_interrupts
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.openai_api import ApiSettings
@@ -29,16 +30,11 @@ API_KEY_VARIABLE = "GPT2_ONNX_API_KEY"
 # Ray's switch to single-machine mode (named for Windows and macOS, where it is the default): the node's address
 # becomes 127.0.0.1, so the embedded Ray's own services (GCS, raylet, workers) listen and talk on loopback only.
 RAY_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+# A new local Ray turns token authentication on and, without a token, writes one to ~/.ray/auth_token with the
+# umask's mode (0644: readable by every user). The embedded Ray gets a fresh token in its environment instead
+# (inherited by its own processes only; /proc/PID/environ is its owner's), so no credential file is written.
+RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 EXTRA_HINT = "gpt2-onnx serve needs the serve extra: pip install 'gpt2-onnx[serve]'"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_options(
@@ -67,6 +63,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
 
 
 @click.command()
+@verbose_option
 @click.argument("export", type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
@@ -154,9 +151,11 @@ def serve(
       gpt2-onnx serve /shared/out --address ray://head:10001 --replicas 4 --detach
     """
     _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
-    verbose = bool(click.get_current_context().find_root().params.get("verbose"))
-    _prepare_serving(export, address, cast("ProviderName", provider), verbose)
+    root = click.get_current_context().find_root()
+    verbose = bool(root.params.get("verbose") or root.meta.get(VERBOSE_KEY))  # -v before or after COMMAND
+    _prepare_serving(export, address, cast("ProviderName", provider))
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
+    from gpt2_onnx.app.loopback import is_loopback
     from gpt2_onnx.app.openai_api import ApiSettings
 
     cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
@@ -178,25 +177,27 @@ def serve(
         batching=(max_batch, max_queue),
         verbose=verbose,
     )
-    if not _is_loopback(host) and not config.replica.api.api_key:
+    if not is_loopback(host) and not config.replica.api.api_key:
         click.echo(f"Warning: listening on {host} without an API key; anyone who reaches it can use it.", err=True)
     try:
         serving.serve_until_stopped(config, lambda deployed: _announce(config, deployed, detach), detach)
-    except KeyboardInterrupt:
-        click.echo("Stopped.", err=True)  # the normal end of a server: exit status 0
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, and everything it started is stopped: the normal end, exit 0
+        ignore_interrupts()  # a signal that comes now, while the interpreter exits, must not change the status
+        click.echo("Stopped.", err=True)
 
 
-def _prepare_serving(export: Path, address: str | None, provider: ProviderName, verbose: bool) -> None:
+def _prepare_serving(export: Path, address: str | None, provider: ProviderName) -> None:
     """Set Ray's environment before it is imported, import the application layer's serving (the serve extra), and
     check the export where it can be checked: here without --address; on a cluster only if the folder is here."""
     if address is None:  # before Ray is imported: its services then listen on loopback only
         os.environ.setdefault(RAY_SINGLE_MACHINE, "0")
-    if not verbose:  # Ray's C++ core logs to stderr; its files keep everything
-        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+        if not any(name in os.environ for name in RAY_AUTH_VARIABLES):  # the user's own Ray settings stand
+            os.environ["RAY_AUTH_MODE"] = "token"
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
         from gpt2_onnx.app import serving
     except ImportError as exc:
-        raise click.ClickException(f"{EXTRA_HINT} ({exc})") from exc
+        raise MissingDependencyError(f"{EXTRA_HINT} ({exc})") from exc
     if address is None:
         serving.check_here(export, provider)
     elif export.exists():  # on a cluster the folder may exist on its nodes only, and the GPUs too

@@ -89,14 +89,15 @@ def verify(
     if report_path is not None:
         _check_report_path(report_path)  # before minutes of work
     require_pytorch_side("verify (it runs the source model)")  # before the application layer's import
-    from gpt2_onnx.app.verify import verify_export
+    from gpt2_onnx.app.verify import check_before_loading, verify_export
 
+    options = VerifyOptions(
+        folder, model, provider, steps, batch_size, threads, perplexity, perplexity_window, perplexity_stride
+    )
+    check_before_loading(options)  # one line, before the source model loads
     display = StageDisplay()
     click.echo(f"Verifying {folder}", err=True)
     try:
-        options = VerifyOptions(
-            folder, model, provider, steps, batch_size, threads, perplexity, perplexity_window, perplexity_stride
-        )
         report = verify_export(options, display)
     finally:
         display.close_line()

@@ -22,6 +22,7 @@ from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.perplexity import export_log_probs
+from gpt2_onnx_runtimes.prompt_checks import check_prompt_text
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.streaming import TextStream
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
@@ -92,9 +93,7 @@ class Gpt2Onnx:
     def _prompt_ids(self, prompts: Sequence[str]) -> list[list[int]]:
         encoded = []
         for index, prompt in enumerate(prompts):
-            if not isinstance(prompt, str):
-                raise InvalidInputError(f"prompt {index} is a {type(prompt).__name__}, not text")
-            ids = self.encode(prompt)
+            ids = self.encode(check_prompt_text(prompt, f"prompt {index}"))
             if not ids:
                 raise InvalidInputError(f"prompt {index} is empty")
             encoded.append(ids)

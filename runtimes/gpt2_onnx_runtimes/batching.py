@@ -31,14 +31,15 @@ from pathlib import Path
 import numpy as np
 
 from gpt2_onnx.batching import position_ids
-from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, ServerBusyError
+from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, OptionError, ServerBusyError
 from gpt2_onnx.names import KV_KINDS, past_name, present_name
+from gpt2_onnx.wording import plural
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
 from gpt2_onnx_runtimes.batch_rows import Choice, ChoiceUpdate, CompletionSpec, RequestFailed, Sink, Update
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions, onnxruntime_errors
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
-from gpt2_onnx_runtimes.validation import validate_token_ids
 
 __all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Ticket"]
 
@@ -122,13 +123,14 @@ class BatchEngine:
     def check(self, spec: CompletionSpec) -> None:
         """Refuse a request the engine could never run (InvalidInputError naming the limit)."""
         positions = self.dims.n_positions
+        check_prompt_ids(spec.prompt_ids, self.dims.vocab_size, "the prompt")
         prompt = len(spec.prompt_ids)
         if prompt + spec.max_new_tokens > positions:
-            raise InvalidInputError(
-                f"the prompt has {prompt} tokens; with max_tokens {spec.max_new_tokens} that is "
-                f"{prompt + spec.max_new_tokens}, beyond the model's {positions} positions"
+            raise OptionError(
+                f"the prompt has {plural(prompt, 'token')}; with {{max_new_tokens}} {spec.max_new_tokens} that is "
+                f"{prompt + spec.max_new_tokens}, beyond the model's {positions} positions",
+                "max_new_tokens",
             )
-        validate_token_ids(np.asarray(spec.prompt_ids, dtype=np.int64), self.dims.vocab_size, "the prompt")
         if spec.choices > self.options.max_rows:
             raise InvalidInputError(f"n is {spec.choices}; this server decodes at most {self.options.max_rows}")
 

@@ -22,11 +22,11 @@ from gpt2_onnx.wording import plural
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.options import GenerationOptions
 from gpt2_onnx_runtimes.processors import RowHistory, chosen_logprobs, logits_processors, sampling_warpers
+from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids, check_token_ids
 from gpt2_onnx_runtimes.results import FinishReason, GenerationResult, step_timings
 from gpt2_onnx_runtimes.sampling import draw, greedy
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
-from gpt2_onnx_runtimes.validation import validate_token_ids
 
 __all__ = [
     "FinishReason",
@@ -69,18 +69,16 @@ def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], option
     if not prompts:
         raise InvalidInputError("no prompts given")
     for index, prompt in enumerate(prompts):
-        if len(prompt) == 0:
-            raise InvalidInputError(f"prompt {index} is empty; give at least one token")
+        check_prompt_ids(prompt, dims.vocab_size, f"prompt {index}")
         if len(prompt) + options.max_new_tokens > dims.n_positions:
             raise OptionError(
                 f"prompt {index} has {plural(len(prompt), 'token')}; with {{max_new_tokens}} "
                 f"{options.max_new_tokens} that exceeds the model's {dims.n_positions} positions",
                 "max_new_tokens",
             )
-        validate_token_ids(np.asarray(prompt, dtype=np.int64), dims.vocab_size, f"prompt {index}")
     for seq in options.bad_words_ids:
-        validate_token_ids(np.asarray(seq, dtype=np.int64), dims.vocab_size, "bad_words_ids")
-    validate_token_ids(np.asarray(options.forced_eos_token_id, dtype=np.int64), dims.vocab_size, "forced_eos_token_id")
+        check_token_ids(seq, dims.vocab_size, "bad_words_ids")
+    check_token_ids(options.forced_eos_token_id, dims.vocab_size, "forced_eos_token_id")
 
 
 def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tuple[int, ...], int]:

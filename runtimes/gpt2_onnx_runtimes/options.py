@@ -77,17 +77,20 @@ class GenerationOptions:
     def _check_values(self) -> None:
         if self.max_new_tokens < 1:
             raise OptionError(f"{{max_new_tokens}} must be >= 1, got {self.max_new_tokens}", "max_new_tokens")
-        if self.do_sample and not self.temperature > 0:
-            raise OptionError(f"{{temperature}} must be > 0 when sampling, got {self.temperature}", "temperature")
+        if self.do_sample and not 0 < self.temperature < math.inf:
+            raise OptionError(
+                f"{{temperature}} must be a finite number > 0 when sampling, got {self.temperature}", "temperature"
+            )
         if not 0 < self.top_p <= 1:
             raise OptionError(f"{{top_p}} must lie in (0, 1], got {self.top_p}", "top_p")
         if self.top_k < 0:
             raise OptionError(f"{{top_k}} must be >= 0 (0 disables it), got {self.top_k}", "top_k")
         if not 0 <= self.min_p <= 1:
             raise OptionError(f"{{min_p}} must lie in [0, 1] (0 disables it), got {self.min_p}", "min_p")
-        if not self.repetition_penalty > 0:
+        if not 0 < self.repetition_penalty < math.inf:
             raise OptionError(
-                f"{{repetition_penalty}} must be > 0, got {self.repetition_penalty}", "repetition_penalty"
+                f"{{repetition_penalty}} must be a finite number > 0, got {self.repetition_penalty}",
+                "repetition_penalty",
             )
         if any(not s for s in self.stop):
             raise OptionError("{stop} strings must not be empty", "stop")
