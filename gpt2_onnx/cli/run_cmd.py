@@ -15,7 +15,7 @@ from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_option
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
@@ -248,24 +248,23 @@ def run(
       gpt2-onnx run out --prompts prompts.txt --batch-size 8 --json > results.jsonl
       echo "Once upon a time" | gpt2-onnx run out
     """
-    from gpt2_onnx.app.generate import generation_setup, load_for_generation
+    from gpt2_onnx.app.generate import load_for_generation, open_export
 
-    manifest = read_manifest(folder)
+    # opened once, before the prompts are read and the options resolved, so both are refused before the model loads
+    export = open_export(folder, fingerprint_options(no_sha256_check))
     _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
-    integrity = fingerprint_options(no_sha256_check)
-    checkpoint, tokenizer = generation_setup(folder, manifest, integrity)  # options are refused before the model loads
-    given = given_options(flags, tokenizer.encode)
+    checkpoint, manifest = export.defaults, export.manifest
+    given = given_options(flags, export.tokenizer.encode)
     given.update({"stop": stop} if stop else {})
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
     model = load_for_generation(
-        folder,
+        export,
         provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
         threads,
         layout,  # type: ignore[arg-type]  # likewise the layouts'
-        integrity,
     )
     _random_weights_note(manifest)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
