@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_requests import CompletionSpec
-from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 
 KEY = "test-key"

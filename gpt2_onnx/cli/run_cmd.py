@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpt2_onnx.cli.display import echo_json
-from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options, refuse_unread_flags
+from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError
@@ -114,7 +114,7 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
 
 def _refuse_ignored_options(ctx: click.Context) -> None:
     """No option is silently ignored: each that would have no effect here is refused (exit 2). The generation
-    flags' own rules (sampling flags without sampling, beam flags without beams) are :func:`refuse_unread_flags`'."""
+    flags' own rules (sampling flags without sampling, beam flags without beams) are GenerationOptions'."""
     if ctx.params.get("as_json"):
         refuse_given(ctx, ["no_stream"], "only without --json (JSON lines are never streamed)")
 
@@ -151,10 +151,7 @@ def _describe(values: Mapping[str, Any]) -> str:
 
 def _resolve(checkpoint: CheckpointDefaults, given: dict[str, Any]) -> ResolvedOptions:
     """The options to run with: the checkpoint's defaults under the flags given; flags that the mode would not
-    read are refused, and the checkpoint's values used or left out are stated on stderr."""
-    defaults = checkpoint.values
-    sampling = bool(given.get("do_sample", defaults.get("do_sample", False)))
-    refuse_unread_flags(given, sampling, int(given.get("num_beams", defaults.get("num_beams", 1))))
+    read are refused (by GenerationOptions), and the checkpoint's values used or left out are stated on stderr."""
     resolved = checkpoint.resolve(**given)
     used = {name: getattr(resolved.options, name) for name in resolved.from_checkpoint()}
     if used:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from gpt2_onnx.errors import InvalidInputError, ManifestError
-from gpt2_onnx_runtimes.options import BEAM_ONLY, SAMPLING_ONLY, GenerationOptions
+from gpt2_onnx.errors import InvalidInputError, ManifestError, OptionError
+from gpt2_onnx_runtimes.options import BEAM_ONLY, SAMPLING_ONLY, GenerationOptions, refuse_unread
 
 __all__ = ["GENERATION_CONFIG_FILE", "CheckpointDefaults", "ResolvedOptions"]
 
@@ -187,6 +187,7 @@ class CheckpointDefaults:
             raise InvalidInputError(f"unknown generation option {unknown[0]!r}")
         merged = {**base, **self.values, **given}
         sampling, beams = bool(merged.get("do_sample", False)), int(merged.get("num_beams", 1))
+        refuse_unread(list(given), sampling, beams)  # given, even at its neutral value: the mode would not read it
         unused: dict[str, str] = {}
         for name in [n for n in self.values if n not in given]:
             why = _unused_because(name, merged[name], sampling, beams)
@@ -199,7 +200,10 @@ class CheckpointDefaults:
             taken = ", ".join(f"{n} {merged[n]!r}" for n in self.values if n in merged and n not in given)
             if not taken:
                 raise
-            raise InvalidInputError(f"{exc} (with the checkpoint's {GENERATION_CONFIG_FILE}: {taken})") from exc
+            where = f" (with the checkpoint's {GENERATION_CONFIG_FILE}: {taken})"
+            if isinstance(exc, OptionError):  # still naming the options, so each caller spells them its way
+                raise OptionError(exc.template + where, *exc.names) from exc
+            raise InvalidInputError(f"{exc}{where}") from exc
         defaults = GenerationOptions()
         sources = {
             name: "given" if name in given else "checkpoint" if name in self.values else "default"

@@ -16,7 +16,15 @@ from typing import Literal
 
 from gpt2_onnx.errors import OptionError
 
-__all__ = ["BEAM_ONLY", "MAX_LOGIT_BIAS", "MAX_PENALTY", "SAMPLING_ONLY", "EarlyStopping", "GenerationOptions"]
+__all__ = [
+    "BEAM_ONLY",
+    "MAX_LOGIT_BIAS",
+    "MAX_PENALTY",
+    "SAMPLING_ONLY",
+    "EarlyStopping",
+    "GenerationOptions",
+    "refuse_unread",
+]
 
 EarlyStopping = bool | Literal["never"]
 # Options that only sampling reads, with their neutral values: set to anything else without do_sample, refused.
@@ -147,14 +155,10 @@ class GenerationOptions:
 
     def _check_modes(self) -> None:
         """Refuse what the chosen way of generating would ignore or cannot do."""
-        if not self.do_sample:
-            _refuse_set(
-                SAMPLING_ONLY, self, "only when sampling: pass {do_sample} too, or leave {them} out", "do_sample"
-            )
-        if self.num_beams == 1:
-            _refuse_set(
-                BEAM_ONLY, self, "only to beam search: pass {num_beams} > 1 too, or leave {them} out", "num_beams"
-            )
+        neutral = {**SAMPLING_ONLY, **BEAM_ONLY}
+        refuse_unread(
+            [name for name, value in neutral.items() if getattr(self, name) != value], self.do_sample, self.num_beams
+        )
         if self.num_beams > 1 and self.do_sample:
             raise OptionError(
                 "beam sampling ({do_sample} with {num_beams} > 1) is not supported: choose sampling or beam search",
@@ -218,8 +222,24 @@ def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(out.items()))
 
 
-def _refuse_set(neutral: dict[str, object], options: GenerationOptions, rule: str, enabler: str) -> None:
-    given = [name for name, value in neutral.items() if getattr(options, name) != value]
+def refuse_unread(names: Sequence[str], sampling: bool, beams: int) -> None:
+    """Refuse options among ``names`` (those set, or given) that the mode chosen would not read: sampling's
+    without ``do_sample``, beam search's without ``num_beams`` > 1 (OptionError naming them and the enabler)."""
+    if not sampling:
+        _refuse_set(
+            [n for n in SAMPLING_ONLY if n in names],
+            "only when sampling: pass {do_sample} too, or leave {them} out",
+            "do_sample",
+        )
+    if beams == 1:
+        _refuse_set(
+            [n for n in BEAM_ONLY if n in names],
+            "only to beam search: pass {num_beams} > 1 too, or leave {them} out",
+            "num_beams",
+        )
+
+
+def _refuse_set(given: list[str], rule: str, enabler: str) -> None:
     if given:  # the chosen mode would ignore them: refused rather than silently dropped
         verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
         names = " and ".join("{" + name + "}" for name in given)
