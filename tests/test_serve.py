@@ -19,7 +19,7 @@ import pytest
 
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, one_error_line
-from tests.serve_process import ServeProcess
+from benchmarks.serve_process import ServeProcess
 
 KEY = "serve-test-key"
 PROMPT = "The meaning of life is"
