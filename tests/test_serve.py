@@ -17,9 +17,9 @@ import httpx2
 import openai
 import pytest
 
+from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, one_error_line
-from benchmarks.serve_process import ServeProcess
 
 KEY = "serve-test-key"
 PROMPT = "The meaning of life is"
