@@ -3,7 +3,6 @@ exactly what it gets alone (Generation, as ``gpt2-onnx run`` runs it), and the e
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
+from tests.conftest import move_eos
 
 PROMPTS = [
     "Hello",
@@ -26,11 +26,6 @@ PROMPTS = [
     "A",
     "Once upon a time in a land far away there lived a king who had three daughters",
 ]
-
-
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
 
 
 @pytest.fixture
@@ -128,13 +123,10 @@ def test_stop_strings_end_a_choice_as_generation_does(model: Gpt2Onnx, engine: B
     assert isinstance(updates[-1], ChoiceUpdate) and updates[-1].finish_reason == "stop"
 
 
-def test_end_of_text_ends_a_choice(model: Gpt2Onnx, copy_export: Any) -> None:
+def test_end_of_text_ends_a_choice(model: Gpt2Onnx, tmp_path: Path) -> None:
     greedy = alone(model, spec(model, PROMPTS[2], 10)).token_ids
     end = next(i for i, token in enumerate(greedy) if i > 0 and token not in greedy[:i])
-    folder = copy_export()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tokens"]["eos_token_id"] = greedy[end]  # a later greedy token now ends the text
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    folder = move_eos(model._loaded.folder, greedy[end], tmp_path / "moved")  # a later greedy token ends the text
     engine = BatchEngine.load(folder)
     (updates,) = drive(engine, [(0, spec(model, PROMPTS[2], 10, ignore_eos=False))])
     assert tokens(updates) == greedy[: end + 1]

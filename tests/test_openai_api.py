@@ -24,11 +24,6 @@ PROMPT = "In a shocking finding, scientists"
 
 
 @pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
-
-
-@pytest.fixture(scope="module")
 def app(tiny_export: Path) -> Iterator[FastAPI]:
     engine = BatchEngine.load(tiny_export, options=EngineOptions(max_rows=8))
     engine.start()

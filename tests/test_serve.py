@@ -68,11 +68,6 @@ def client(server: ServeProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
-
-
 def run_json(export: Path, *args: str) -> dict[str, Any]:
     result = invoke("run", str(export), "--json", *args)
     assert result.exit_code == 0, result.output
