@@ -63,6 +63,13 @@ KINDS = (
         "`benchmarks/optimum_side_by_side.sh`: Optimum-ONNX's `ORTModelForCausalLM` on the same checkpoint.",
     ),
     Kind(
+        "-perplexity",
+        "Perplexity by precision",
+        "`python benchmarks/perplexity.py`: the trained checkpoint's exports at each precision (and the int4 block "
+        "sizes and MatMulNBits accuracy levels) scored by ONNX Runtime over the same sliding windows of its held-out "
+        'text as the checkpoint itself by PyTorch (docs/verification.md, "Perplexity").',
+    ),
+    Kind(
         "-floor",
         "The fp32 floor",
         "`benchmarks/weight_pass_floor.py`: the bare matrix products of a forward on the same weights, the speed no "

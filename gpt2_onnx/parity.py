@@ -10,11 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from gpt2_onnx.tolerances import ArithmeticRule
 from gpt2_onnx.wording import plural
 
 __all__ = [
     "Comparison",
     "ParityReport",
+    "arithmetic_limit",
     "compare_logits",
     "compare_tensors",
     "compare_tokens",
@@ -43,6 +45,8 @@ class Comparison:
     agrees: bool | None = None  # token or id sequences: whether they agree (None: a comparison of figures)
     agreement_judged: bool = True  # whether ``agrees`` counts (False: reported, not judged at this precision)
     broken: bool = False  # no figures could be compared: shapes differ or values are not finite
+    # fp32 against the float64 source: max |float32 source - float64 source|, what ``atol`` was computed from
+    source_error: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,7 +76,11 @@ class Comparison:
         parts = [f"{self.check}: {self.tensor}"]
         if self.max_abs is not None:
             limit = f"tol {self.atol:.3g}" if self.atol is not None else "reported"
-            parts.append(f"max|Δ| {self.max_abs:.3g} ({limit}), rel {self.max_rel:.3g}")
+            if self.source_error is not None:
+                own = f"float32 source's own {self.source_error:.3g}"
+                parts.append(f"max|Δ| from float64 {self.max_abs:.3g} ({limit}), {own}, rel {self.max_rel:.3g}")
+            else:
+                parts.append(f"max|Δ| {self.max_abs:.3g} ({limit}), rel {self.max_rel:.3g}")
         if self.top1 is not None:
             limit = f"min {self.min_top1:.1%}" if self.top1_judged else "reported"
             of = f" of {plural(self.positions, 'position')}" if self.positions is not None else ""
@@ -123,15 +131,31 @@ def _differences(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float
     return max_abs, (max_abs / peak if peak else max_abs), bool(np.isfinite(actual).all())
 
 
+def arithmetic_limit(rule: ArithmeticRule, source: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
+    """(max |float32 source - float64 source|, the limit ``rule`` sets from it) for one tensor; ``source`` and
+    ``exact`` are the float32 and float64 source model's values of it."""
+    if source.shape != exact.shape or not exact.size:
+        return 0.0, 0.0
+    source_error = float(np.abs(source.astype(np.float64) - exact).max())
+    return source_error, rule.limit(source_error, float(np.abs(exact).max()))
+
+
 def compare_tensors(
-    check: str, tensor: str, actual: np.ndarray, expected: np.ndarray, atol: float | None
+    check: str,
+    tensor: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    atol: float | None,
+    source_error: float | None = None,
 ) -> Comparison:
     """Compare two arrays of the same shape by max absolute difference (``atol`` None: report only)."""
     if actual.shape != expected.shape:
         return Comparison(check, tensor, detail=f"shape {actual.shape} != expected {expected.shape}", broken=True)
     max_abs, max_rel, finite = _differences(actual, expected)
     detail = "" if finite else "non-finite values"
-    return Comparison(check, tensor, max_abs, max_rel, atol, detail=detail, broken=not finite)
+    return Comparison(
+        check, tensor, max_abs, max_rel, atol, detail=detail, broken=not finite, source_error=source_error
+    )
 
 
 def compare_logits(
@@ -143,9 +167,10 @@ def compare_logits(
     max_kl: float | None = None,
     tensor: str = "logits",
     near_tie: float = 0.0,
+    source_error: float | None = None,
 ) -> Comparison:
     """Compare logits (..., V): max |Δ|, top-1 agreement and KL of the next-token distributions, each judged
-    against its limit where one is given."""
+    against its limit where one is given (``source_error``: recorded, see :attr:`Comparison.source_error`)."""
     if actual.shape != expected.shape:
         return Comparison(check, tensor, detail=f"shape {actual.shape} != expected {expected.shape}", broken=True)
     max_abs, max_rel, finite = _differences(actual, expected)
@@ -153,7 +178,20 @@ def compare_logits(
     kl = kl_divergence(actual, expected) if actual.size and finite else float("inf")
     detail = "" if finite else "non-finite values"
     return Comparison(
-        check, tensor, max_abs, max_rel, atol, top1, min_top1, kl, max_kl, detail, positions, ties, broken=not finite
+        check,
+        tensor,
+        max_abs,
+        max_rel,
+        atol,
+        top1,
+        min_top1,
+        kl,
+        max_kl,
+        detail,
+        positions,
+        ties,
+        broken=not finite,
+        source_error=source_error,
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpt2_onnx.errors import ExportError, InvalidInputError, ManifestError
-from gpt2_onnx.tolerances import Tolerance
+from gpt2_onnx.tolerances import ArithmeticRule, Tolerance
 
 __all__ = ["FP32", "PRECISIONS", "Precision", "Quantization", "precision_flag", "precision_named", "tolerance_for"]
 
@@ -50,7 +50,9 @@ class Precision:
     help: str  # what it is for, one phrase
     tolerance: Tolerance  # parity against the source model
     golden_from: Literal["source", "export"]  # whose greedy tokens and logits golden.json holds
-    golden_logits_atol: float  # how closely a consumer's runtime must reproduce golden.json's logits
+    # how closely a consumer's runtime must reproduce golden.json's logits; None: per case, from the tolerance's
+    # arithmetic rule (fp32: golden.json holds the float64 source's logits and each case's limit)
+    golden_logits_atol: float | None
     min_onnxruntime: str  # the oldest release whose CPU provider runs it (the opset may need a newer one)
     quantization: Quantization | None = None  # weight-only block quantization, int8/int4
 
@@ -61,10 +63,12 @@ class Precision:
 
 
 # Reduced precisions' tolerances: measured with `gpt2-onnx verify` (8 prompts, 32 decode steps, CPU, ONNX Runtime
-# 1.31) on seeded random weights, GPT-2-small and tiny dimensions, the only weights available offline. Random weights
-# give near-flat next-token distributions, where the argmax flips on tiny logit changes: top-1 agreement is the harsh
-# figure there and KL the telling one. Real checkpoints are peakier (top-1 higher, KL larger): measure them before
-# tightening these.
+# 1.31, AMD EPYC) on seeded random weights (GPT-2-small and tiny dimensions) and on the trained checkpoint
+# checkpoints/pydocs-tiny (4 layers, 64 wide, logits within ±18). Random weights give near-flat next-token
+# distributions, where the argmax flips on tiny logit changes; trained weights are peakier: top-1 agrees more, KL
+# and |Δlogits| grow (int8 KL 1.0e-3 trained against 1.4e-4 random GPT-2 small; int4 0.036 against 0.016). The
+# int8 and int4 limits below are set from the trained checkpoint's figures (docs/verification.md, "Reduced
+# precisions").
 #
 # Golden tolerances: a reduced precision's golden.json holds the export's own outputs, and its logits tolerance covers
 # other kernels: fp16 CUDA's, whose accumulation order differs most; MatMulNBits' (accuracy level 4 quantizes
@@ -72,23 +76,34 @@ class Precision:
 # in docs/deploying.md ("golden.json"); tiny models differ by < 1e-5.
 #
 # Minimum runtimes: measured by scripts/ort_matrix.py --all (docs/compatibility.md).
+#
+# fp32: judged against the source model run in float64 (gpt2_onnx.tolerances.ArithmeticRule). Measured by
+# benchmarks/fp32_rule.py on AMD EPYC (AVX-512, no AMX), ONNX Runtime 1.31.1, torch 2.13, 1,024 positions, both
+# session layouts, 2 to 12 layers, 64 to 768 wide, logits ×1 to ×100 (max |logit| 1.2 to 323), the trained-scale
+# presets and a trained checkpoint: the export's max |Δ| from float64 was 0.44 to 1.28 × the float32 source's own,
+# at 1.7e-7 to 7.3e-7 of the largest |value|. docs/verification.md has the table and the reasoning for other CPUs.
+FP32_RULE = ArithmeticRule(factor=4.0, floor=1e-6)
+FP32_BASIS = (
+    "fp32 against the source model in float64: measured (AMD EPYC, 1,024 positions, both layouts, 2-12 layers, "
+    "64-768 wide, max |logit| 1.2 to 323) the export's error 0.44-1.28 × the float32 source's own and at most "
+    "7.3e-7 of the largest value; factor 4 and a floor of 1e-6 × the largest value leave 3× for other CPUs' "
+    "kernels (Intel Xeon: its AVX-512 fp32 kernels; AMX does not serve fp32) and thread counts"
+)
 FP32 = Precision(
     flag="fp32",
     name="float32",
     help="float32 weights and compute (exact)",
     tolerance=Tolerance(
-        logits_atol=1e-4,
-        kv_atol=1e-4,
+        logits_atol=None,
+        kv_atol=None,
         min_top1=1.0,
         max_kl=1e-6,
         greedy_exact=True,
-        basis=(
-            "fp32 against fp32: measured max |Δlogits| 2e-7 (tiny) to 4e-6 (GPT-2 small, 1024 positions); "
-            "1e-4 leaves headroom for other CPUs and thread counts"
-        ),
+        basis=FP32_BASIS,
+        arithmetic=FP32_RULE,
     ),
     golden_from="source",
-    golden_logits_atol=1e-4,
+    golden_logits_atol=None,
     min_onnxruntime="1.15.0",
 )
 PRECISIONS: tuple[Precision, ...] = (
@@ -122,15 +137,16 @@ PRECISIONS: tuple[Precision, ...] = (
         tolerance=Tolerance(
             logits_atol=None,
             kv_atol=None,
-            min_top1=0.5,
-            max_kl=1e-3,
+            min_top1=0.9,
+            max_kl=5e-3,
             greedy_exact=False,
             basis=(
-                "int8 weights (block 128, symmetric), int8 activations in MatMulNBits: measured max KL 1.4e-4 "
-                "(GPT-2 small), 2.9e-6 (tiny); max |Δlogits| 0.076, reported only; top-1 99 % on average, but single "
-                "positions whose reference top two lie within 0.022 of each other flip (random weights' flat "
-                "distributions), so positions whose top two are within 0.15 (2 × the worst logit error) are left "
-                "out of top-1; 7 of 8 greedy runs exact"
+                "int8 weights (block 128, symmetric), int8 activations in MatMulNBits: measured on the trained "
+                "checkpoint (pydocs-tiny) max KL 1.0e-3 (median 1.3e-4), max |Δlogits| 0.26 (reported only), top-1 "
+                "100 % of the positions whose top two lie more than 0.15 apart (10 of 77 left out), 5 of 5 greedy runs "
+                "exact for 32 steps; on random weights max KL 1.4e-4 (GPT-2 small), 2.9e-6 (tiny), top-1 flips only "
+                "between logits 0.022 apart. Limits: KL 5× the trained maximum, top-1 ≥ 90 % beyond near ties of "
+                "0.15 (an absolute gap: a random tiny model's logits lie within ±1)"
             ),
             near_tie=0.15,
         ),
@@ -147,13 +163,14 @@ PRECISIONS: tuple[Precision, ...] = (
             logits_atol=None,
             kv_atol=None,
             min_top1=0.0,
-            max_kl=5e-2,
+            max_kl=0.1,
             greedy_exact=False,
             basis=(
-                "int4 weights (block 32, symmetric), int8 activations in MatMulNBits: measured max KL 0.016 "
-                "(GPT-2 small; 0.023 with --block-size 128), 4e-4 (tiny); top-1 77 % on average but single "
-                "positions flip on random weights' flat distributions, so it is reported, not judged; "
-                "max |Δlogits| 0.85"
+                "int4 weights (block 32, symmetric), int8 activations in MatMulNBits: measured on the trained "
+                "checkpoint (pydocs-tiny) max KL 0.036 (median 0.016), top-1 95.5 % on average with single positions "
+                "flipping, max |Δlogits| 1.8, free-running greedy splitting at steps 0 to 17; on random weights max "
+                "KL 0.016 (GPT-2 small; 0.023 with --block-size 128), 4e-4 (tiny). Limit: KL about 3× the trained "
+                "maximum; top-1 and greedy divergence reported, not judged"
             ),
         ),
         golden_from="export",

@@ -17,9 +17,10 @@ from gpt2_onnx.parity import Comparison
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
+    from gpt2_onnx.perplexity import PerplexityComparison
     from gpt2_onnx.verify_report import VerifyReport
 
-__all__ = ["render_failures", "render_report", "render_table"]
+__all__ = ["render_failures", "render_perplexity", "render_report", "render_table"]
 
 TOP1_NOTE = "top-1: agreement over every position a row compared, near ties of the precision left out"
 REPORTED_NOTE = "(…): reported, not judged at this precision"
@@ -154,6 +155,24 @@ def render_failures(failures: list[str]) -> str:
     return "\n".join([f"Failures ({len(failures)}):", *(f"  {line}" for line in failures)])
 
 
+def render_perplexity(comparison: PerplexityComparison) -> str:
+    """Two lines: the text, its windows and both perplexities with their difference; the limit's basis."""
+    verdict = "ok" if comparison.ok else "FAIL"
+    return "\n".join(
+        [
+            f"Perplexity of {comparison.text} ({comparison.plan.describe()}): {verdict}",
+            f"  source {comparison.source.value:.6g}, export {comparison.export.value:.6g}, "
+            f"Δ {comparison.difference:+.3g} (relative {comparison.relative:+.3g}); "
+            + (
+                "reported, not judged"
+                if comparison.limit.max_relative is None
+                else f"limit ±{comparison.limit.max_relative:.3g} relative"
+            ),
+            f"  basis: {comparison.limit.basis}",
+        ]
+    )
+
+
 def render_report(report: VerifyReport) -> str:
     """The whole human report: header with the limits in force, the table, file integrity, every failure."""
     bad_files = sum(not f.ok for f in report.files)
@@ -164,5 +183,7 @@ def render_report(report: VerifyReport) -> str:
         render_table(report.parity.comparisons),
         f"Files: {len(report.files) - bad_files} of {plural(len(report.files), 'file')} match the manifest's sha256",
     ]
+    if report.perplexity is not None:
+        lines.append(render_perplexity(report.perplexity))
     failures = render_failures(report.failures())
     return "\n".join([*lines, failures] if failures else lines)

@@ -14,6 +14,7 @@ from gpt2_onnx.errors import ManifestError, SourceMismatchError
 from gpt2_onnx.hashing import sha256_file
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.perplexity import PerplexityComparison
 from gpt2_onnx.tolerances import Tolerance
 from gpt2_onnx.wording import plural
 
@@ -28,6 +29,9 @@ class VerifyOptions:
     steps: int = 32  # decode steps compared (teacher-forced and free-running)
     batch_size: int = 4  # rows of the left-padded batch
     threads: int | None = None
+    perplexity: Path | None = None  # a text file: source and export perplexity over the same windows
+    perplexity_window: int | None = None  # tokens per window (None: the model's positions)
+    perplexity_stride: int | None = None  # tokens between window starts (None: half the window)
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,13 @@ class VerifyReport:
     environment: dict[str, Any]
     timings: dict[str, float] = field(default_factory=dict)
     generation_layout: str = "split"  # the session layout free-running generation was checked in
+    perplexity: PerplexityComparison | None = None  # with --perplexity
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
     @property
     def ok(self) -> bool:
-        return self.parity.ok and all(f.ok for f in self.files)
+        perplexity_ok = self.perplexity is None or self.perplexity.ok
+        return self.parity.ok and all(f.ok for f in self.files) and perplexity_ok
 
     def failures(self) -> list[str]:
         lines = [c.describe() for c in self.parity.failures]
@@ -65,6 +71,8 @@ class VerifyReport:
             if not check.ok:
                 found = check.actual_sha256 or "missing"
                 lines.append(f"file {check.name}: sha256 {found} != manifest {check.expected_sha256}")
+        if self.perplexity is not None and not self.perplexity.ok:
+            lines.append(self.perplexity.describe())
         return lines
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +87,7 @@ class VerifyReport:
             "failures": self.failures(),
             "comparisons": [c.to_json() for c in self.parity.comparisons],
             "files": [{"name": f.name, "sha256": f.expected_sha256, "ok": f.ok} for f in self.files],
+            "perplexity": None if self.perplexity is None else self.perplexity.to_json(),
             "environment": self.environment,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "created": self.created,

@@ -122,7 +122,11 @@ def train(args: argparse.Namespace) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         if step % 50 == 0 or step == 1:
-            row = {"step": step, "loss": round(float(loss.detach()), 4), "seconds": round(time.monotonic() - started, 1)}
+            row = {
+                "step": step,
+                "loss": round(float(loss.detach()), 4),
+                "seconds": round(time.monotonic() - started, 1),
+            }
             if step % 200 == 0 or step == args.steps:
                 row["held_out_loss"] = round(evaluate(model, held_ids, args.block), 4)
             curve.append(row)

@@ -18,8 +18,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the networ
 TINY_CONFIG: dict[str, Any] = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}
 
 
-def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any) -> Path:
-    """A seeded random GPT2LMHeadModel saved as safetensors, with the real GPT-2 tokenizer files."""
+def save_checkpoint(
+    folder: Path, seed: int = 0, tie: bool = True, logit_scale: float | None = None, **config: Any
+) -> Path:
+    """A seeded random GPT2LMHeadModel saved as safetensors, with the real GPT-2 tokenizer files. ``logit_scale``:
+    ln_f.weight × that and ln_f.bias = 0, so that the logits are that many times larger (a trained model's scale)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -37,6 +40,10 @@ def save_checkpoint(folder: Path, seed: int = 0, tie: bool = True, **config: Any
     if not tie:  # an untied head must hold its own values, not a copy of the embedding
         with torch.no_grad():
             model.lm_head.weight.normal_(0.0, 0.02)
+    if logit_scale is not None:
+        with torch.no_grad():
+            model.transformer.ln_f.weight.mul_(logit_scale)  # (d,)
+            model.transformer.ln_f.bias.zero_()
     model.save_pretrained(folder)
     load_packaged_gpt2_tokenizer().save_pretrained(folder)
     return folder
@@ -67,7 +74,7 @@ def cuda_works() -> bool:
     return session.get_providers()[0] == "CUDAExecutionProvider"
 
 
-def export_checkpoint(checkpoint: Path, output: Path, **options: Any) -> Path:
+def export_checkpoint(checkpoint: Path | str, output: Path, **options: Any) -> Path:
     from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
 
@@ -114,6 +121,24 @@ def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactor
     yield export
     changed = [folder.name for folder, written in made.values() if _fingerprint(folder) != written]
     assert not changed, f"tests changed shared exports they should only read: {changed}"
+
+
+@pytest.fixture(scope="session")
+def scaled_export(shared_export: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``scaled_export(scale)``: the tiny checkpoint with ln_f.weight × ``scale`` (ln_f.bias 0), or a model spec
+    (``"random:tiny-trained-scale"``), exported once per session (its parity check included). Read-only. × 1 is
+    the default tiny export: its ln_f is transformers' initialisation, weight 1 and bias 0."""
+    made: dict[str, Path] = {"1.0": shared_export()}
+
+    def export(scale: float | str) -> Path:
+        key = str(scale)
+        if key not in made:
+            work = tmp_path_factory.mktemp("scaled-" + "".join(c if c.isalnum() else "-" for c in key)[-40:])
+            model = scale if isinstance(scale, str) else save_checkpoint(work / "checkpoint", logit_scale=scale)
+            made[key] = export_checkpoint(model, work / "export")
+        return made[key]
+
+    return export
 
 
 @pytest.fixture(scope="session")

@@ -61,3 +61,19 @@ def shift_positions(folder: Path, kind: str, by: int = 1) -> None:
             node.input[1] = "planted/positions"
     graph.graph.node.insert(0, helper.make_node("Add", ["position_ids", "planted/shift"], ["planted/positions"]))
     save_graph(folder, kind, graph)
+
+
+def nudge_row(folder: Path, tensor: str, row: int, relative: float) -> None:
+    """Multiply one row of the float32 matrix ``tensor`` in the shared weights file by (1 + ``relative``): a fault
+    as small as a checkpoint mix-up or a kernel bug can make, within every absolute tolerance a random model's
+    logits would suggest. The manifest is refreshed to match."""
+    graph = onnx.load(str(folder / "decode.onnx"), load_external_data=False)
+    entry = next(t for t in graph.graph.initializer if t.name == tensor)
+    offset = int(next(e.value for e in entry.external_data if e.key == "offset"))
+    width = int(entry.dims[-1])
+    with (folder / "model.onnx.data").open("r+b") as handle:
+        handle.seek(offset + row * width * 4)
+        values = np.frombuffer(handle.read(width * 4), dtype=np.float32)  # (width,)
+        handle.seek(offset + row * width * 4)
+        handle.write((values * np.float32(1 + relative)).astype(np.float32).tobytes())
+    refresh_manifest_record(folder, "model.onnx.data")

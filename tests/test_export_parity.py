@@ -163,7 +163,6 @@ def test_all_logits_prefill_returns_every_position_matching_transformers(
     import onnx
 
     from gpt2_onnx.manifest import read_manifest
-    from gpt2_onnx.precisions import tolerance_for
 
     folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", all_logits=True)
     manifest = read_manifest(folder)
@@ -184,11 +183,10 @@ def test_all_logits_prefill_returns_every_position_matching_transformers(
     positions = np.clip(np.cumsum(mask, axis=1) - 1, 0, None)
     out = sessions(folder)["prefill"].run(None, feeds(ids, mask, positions))
     assert out[0].shape == (len(rows), width, vocab)
-    atol = tolerance_for("float32").logits_atol
     for r, row in enumerate(rows):
         alone = np.array([row], dtype=np.int64)
         ref_logits, _ = hf_forward(tiny_model, alone)  # (1, len(row), V)
-        np.testing.assert_allclose(out[0][r, width - len(row) :], ref_logits[0], atol=atol, rtol=0)
+        np.testing.assert_allclose(out[0][r, width - len(row) :], ref_logits[0], atol=ATOL, rtol=0)
 
 
 VARIANTS = {

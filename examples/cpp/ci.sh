@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the C++ consumer and run it against a fresh export, as CI does:
 #   1. ONNX Runtime and nlohmann/json into examples/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
-#   2. python -m gpt2_onnx export --model random:tiny into examples/cpp/build/export-tiny, and GPT-2-small dimensions
+#   2. python -m gpt2_onnx export --model checkpoints/pydocs-tiny (the trained checkpoint) into
+#      examples/cpp/build/export-tiny, and GPT-2-small dimensions
 #      at --precision int4 into examples/cpp/build/export-gpt2-int4 (quantized kernels differ between prompt and
 #      decode shapes only at realistic sizes)
 #   3. cmake configure + build, then ctest (unit tests, the golden checks, and a tampered golden that must fail)
@@ -9,7 +10,7 @@
 #
 # Environment:
 #   PYTHON            Python with gpt2-onnx installed (default: $VENV/bin/python, VENV defaulting to .venv)
-#   GPT2_ONNX_EXPORT  an existing export folder to check instead of exporting random:tiny
+#   GPT2_ONNX_EXPORT  an existing export folder to check instead of exporting checkpoints/pydocs-tiny
 #   GPT2_ONNX_EXPORT_QUANTIZED  an existing quantized export instead of exporting random:gpt2 --precision int4
 #                     ("none" skips that check)
 #   BUILD_DIR         build folder (default examples/cpp/build)
@@ -33,7 +34,7 @@ PYTHON=$PYTHON "$HERE/get-onnxruntime.sh"
 if [ -z "${GPT2_ONNX_EXPORT:-}" ]; then
   GPT2_ONNX_EXPORT=$BUILD_DIR/export-tiny
   mkdir -p "$BUILD_DIR"
-  (cd "$ROOT" && "$PYTHON" -m gpt2_onnx export --model random:tiny --output "$GPT2_ONNX_EXPORT" --force)
+  (cd "$ROOT" && "$PYTHON" -m gpt2_onnx export --model checkpoints/pydocs-tiny --output "$GPT2_ONNX_EXPORT" --force)
 fi
 if [ -z "${GPT2_ONNX_EXPORT_QUANTIZED:-}" ]; then
   GPT2_ONNX_EXPORT_QUANTIZED=$BUILD_DIR/export-gpt2-int4

@@ -113,12 +113,19 @@ public sealed record Manifest(
 }
 
 /// <summary>One golden case: the prompt's ids, the greedy continuation (end of text not special), top-5 logits.
-/// GreedyMargins: per step, the chosen token's logit minus the runner-up's (empty in older golden files).</summary>
+/// GreedyMargins: per step, the chosen token's logit minus the runner-up's (empty in older golden files).
+/// LogitsAtol: this case's limit on |logits - expected| (fp32 exports: a small factor of the float32 source model's
+/// own error from float64 over the case's positions, plus a floor scaled by the logits' magnitude); null: the
+/// file's. Top5Logits of fp32 exports are the float64 source model's values.</summary>
 public sealed record GoldenCase(
-    string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, float[] Top5Logits, float[] GreedyMargins);
+    string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, double[] Top5Logits, float[] GreedyMargins,
+    double? LogitsAtol = null);
 
 public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
 {
+    /// <summary>The limit on |logits - expected| for a case: its own, else the file's.</summary>
+    public double AtolFor(GoldenCase c) => c.LogitsAtol ?? LogitsAtol;
+
     private const int SchemaVersion = 1;
 
     public static Golden Read(string path)
@@ -131,10 +138,11 @@ public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
             var cases = root.GetProperty("cases").EnumerateArray().Select(c => new GoldenCase(
                 c.GetProperty("prompt").GetString() ?? "",
                 Longs(c.GetProperty("input_ids")), Longs(c.GetProperty("greedy_ids")), Longs(c.GetProperty("top5_ids")),
-                c.GetProperty("top5_logits").EnumerateArray().Select(x => x.GetSingle()).ToArray(),
+                c.GetProperty("top5_logits").EnumerateArray().Select(x => x.GetDouble()).ToArray(),
                 c.TryGetProperty("greedy_margins", out JsonElement m)
                     ? m.EnumerateArray().Select(x => x.GetSingle()).ToArray()
-                    : Array.Empty<float>())).ToList();
+                    : Array.Empty<float>(),
+                c.TryGetProperty("logits_atol", out JsonElement a) ? a.GetDouble() : null)).ToList();
             return new Golden(cases, root.GetProperty("logits_atol").GetDouble());
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)

@@ -1,8 +1,17 @@
-"""Seeded random-weight GPT-2 models with the dimensions of the published checkpoints, built offline."""
+"""Seeded random-weight GPT-2 models with the dimensions of the published checkpoints, built offline.
+
+Random weights have small logits (``random:gpt2``: within ±2.7) and a quiet residual stream, where a trained GPT-2's
+logits run to a hundred and more and a few residual channels carry activations in the hundreds. The
+``-trained-scale`` presets imitate both, for the tolerance tests (:data:`TRAINED_SCALE`): seeded as the plain
+preset, then layer 0's MLP writes a constant 200 into two residual channels (every later position and layer carries
+them, as trained GPT-2s' "massive activations" do), every later LayerNorm gives those channels a small weight (0.05,
+as trained ones do), ln_f's bias is zeroed and its weight scaled so that the logits span about ±100.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gpt2_onnx.config import RANDOM_PREFIX
 from gpt2_onnx.errors import UnsupportedModelError
@@ -10,7 +19,14 @@ from gpt2_onnx.errors import UnsupportedModelError
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
 
-__all__ = ["RANDOM_PREFIX", "RANDOM_PRESETS", "build_random_model", "random_preset_name"]
+__all__ = [
+    "RANDOM_PREFIX",
+    "RANDOM_PRESETS",
+    "TRAINED_SCALE",
+    "TrainedScale",
+    "build_random_model",
+    "random_preset_name",
+]
 
 
 # (n_layer, n_head, n_embd) of each published checkpoint; all share vocab 50257 and 1024 positions.
@@ -22,6 +38,28 @@ RANDOM_PRESETS: dict[str, tuple[int, int, int]] = {
     "distilgpt2": (6, 12, 768),  # 82M
     "tiny": (2, 4, 64),  # for trying the tool in seconds; the real vocabulary, so the real tokenizer works
 }
+
+
+@dataclass(frozen=True)
+class TrainedScale:
+    """How a ``-trained-scale`` preset changes its plain preset's seeded weights."""
+
+    base: str  # the plain preset
+    ln_f_scale: float  # ln_f.weight × this (measured: max |logit| ≈ 100 on a 200-token prompt, seed 0)
+    outlier: float = 200.0  # layer 0's mlp.c_proj.bias at the outlier channels
+    outlier_ln_weight: float = 0.05  # every later LayerNorm's weight at those channels (before ln_f's scaling)
+
+    def channels(self, n_embd: int) -> tuple[int, int]:
+        return n_embd // 4 + 5, (3 * n_embd) // 4 - 3
+
+
+# Measured with seed 0 (AMD EPYC, torch 2.13): unscaled max |logit| 0.130 (tiny) and 0.168 (gpt2) once the outliers
+# are in, so these scales give logits within about ±98 (tiny) and ±101 (gpt2).
+TRAINED_SCALE: dict[str, TrainedScale] = {
+    "tiny-trained-scale": TrainedScale("tiny", ln_f_scale=750.0),
+    "gpt2-trained-scale": TrainedScale("gpt2", ln_f_scale=600.0),
+}
+RANDOM_PRESETS.update({name: RANDOM_PRESETS[scale.base] for name, scale in TRAINED_SCALE.items()})
 GPT2_VOCAB_SIZE = 50257
 GPT2_POSITIONS = 1024
 ENDOFTEXT_ID = 50256
@@ -54,4 +92,24 @@ def build_random_model(name: str, seed: int) -> GPT2LMHeadModel:
         eos_token_id=ENDOFTEXT_ID,
     )
     torch.manual_seed(seed)
-    return GPT2LMHeadModel(config)
+    model = GPT2LMHeadModel(config)
+    if name in TRAINED_SCALE:
+        _imitate_trained_scale(model, TRAINED_SCALE[name])
+    return model
+
+
+def _imitate_trained_scale(model: GPT2LMHeadModel, scale: TrainedScale) -> None:
+    """Trained-scale logits and residual outliers in place (see the module's docstring)."""
+    import torch
+
+    blocks: Any = model.transformer.h  # nn.ModuleList of GPT2Block
+    final: Any = model.transformer.ln_f
+    with torch.no_grad():
+        for channel in scale.channels(model.config.n_embd):
+            blocks[0].mlp.c_proj.bias[channel] = scale.outlier  # the residual stream carries it from here on
+            for block in blocks[1:]:
+                block.ln_1.weight[channel] = scale.outlier_ln_weight
+                block.ln_2.weight[channel] = scale.outlier_ln_weight
+            final.weight[channel] = scale.outlier_ln_weight
+        final.weight.mul_(scale.ln_f_scale)  # (d,)
+        final.bias.zero_()

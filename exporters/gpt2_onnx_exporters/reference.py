@@ -1,11 +1,14 @@
 """The source model as the parity reference: transformers' GPT2LMHeadModel (eager attention), numpy in and out.
 
 Only full-sequence forwards and transformers' own ``generate`` are used, so the reference never depends on how a
-transformers release feeds a KV cache back in.
+transformers release feeds a KV cache back in. A forward can also run in float64 (``exact=True``): the exact result
+an fp32 export and the float32 source model are both measured against (:class:`gpt2_onnx.tolerances.ArithmeticRule`).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,7 @@ class ReferenceOutputs:
     logits: np.ndarray  # (B, T, V) float32
     keys: list[np.ndarray]  # per layer (B, nh, T, hs)
     values: list[np.ndarray]  # per layer (B, nh, T, hs)
+    exact: ReferenceOutputs | None = None  # the same forward in float64 (float64 arrays), where asked for
 
     def cache(self) -> list[np.ndarray]:
         """Every layer's keys then values, in the graphs' (layer, key/value) order: (B, nh, T, hs) each."""
@@ -34,6 +38,7 @@ class ReferenceOutputs:
             logits=self.logits[:, span],  # (B, t, V)
             keys=[k[:, :, span] for k in self.keys],  # (B, nh, t, hs)
             values=[v[:, :, span] for v in self.values],
+            exact=self.exact.positions(span) if self.exact is not None else None,
         )
 
 
@@ -43,6 +48,25 @@ def _cache_tensors(cache: Any) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     return [layer[0] for layer in cache], [layer[1] for layer in cache]  # legacy tuples
 
 
+@contextlib.contextmanager
+def _in_float64(model: GPT2LMHeadModel) -> Iterator[None]:
+    """The model's weights in float64 for the duration, then float32 again: float32 values are exact in float64, so
+    the round trip changes no bit, and no second copy of the model is held (GPT-2 XL would need 18 GB).
+
+    ``reorder_and_upcast_attn`` computes attention scores in float32 whatever the model's dtype; it changes only the
+    order and precision of the same product, softmax(Q Kᵀ × scale), so the float64 pass takes the plain path."""
+    reordering = [module for module in model.modules() if getattr(module, "reorder_and_upcast_attn", False)]
+    model.double()
+    for module in reordering:
+        setattr(module, "reorder_and_upcast_attn", False)  # noqa: B010  # a plain attribute torch does not type
+    try:
+        yield
+    finally:
+        for module in reordering:
+            setattr(module, "reorder_and_upcast_attn", True)  # noqa: B010  # likewise
+        model.float()
+
+
 class ReferenceModel:
     """Runs the source model on numpy inputs."""
 
@@ -50,8 +74,7 @@ class ReferenceModel:
         self.model = model.eval()
 
     @torch.no_grad()
-    def forward(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> ReferenceOutputs:
-        """Full-sequence forward: logits at every position and the KV cache it builds."""
+    def _run(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> ReferenceOutputs:
         out = self.model(
             input_ids=torch.from_numpy(input_ids),  # (B, T)
             attention_mask=torch.from_numpy(attention_mask),  # (B, T)
@@ -60,10 +83,22 @@ class ReferenceModel:
         )
         keys, values = _cache_tensors(out.past_key_values)
         return ReferenceOutputs(
-            logits=out.logits.float().numpy(),
-            keys=[k.float().numpy() for k in keys],
-            values=[v.float().numpy() for v in values],
+            logits=out.logits.numpy(),  # (B, T, V)
+            keys=[k.numpy() for k in keys],
+            values=[v.numpy() for v in values],
         )
+
+    def forward(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray, exact: bool = False
+    ) -> ReferenceOutputs:
+        """Full-sequence forward in float32: logits at every position and the KV cache it builds; with ``exact``,
+        the same forward in float64 too (``.exact``)."""
+        found = self._run(input_ids, attention_mask, position_ids)
+        if not exact:
+            return found
+        with _in_float64(self.model):
+            precise = self._run(input_ids, attention_mask, position_ids)
+        return ReferenceOutputs(found.logits, found.keys, found.values, precise)
 
     @torch.no_grad()
     def greedy(

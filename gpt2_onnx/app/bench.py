@@ -14,6 +14,7 @@ from gpt2_onnx.config import RANDOM_PREFIX
 from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.perplexity import PerplexityRequest
 from gpt2_onnx.precisions import precision_named
 
 __all__ = ["bench_exports", "measure", "system_specs"]
@@ -89,8 +90,10 @@ def bench_exports(
     model_seed: int | None = None,
     unshared: bool = False,
     progress: Progress | None = None,
+    perplexity: PerplexityRequest | None = None,
 ) -> BenchReport:
-    """Measure each export folder (and PyTorch eager on the source checkpoint unless ``eager`` is False)."""
+    """Measure each export folder (and PyTorch eager on the source checkpoint unless ``eager`` is False); with
+    ``perplexity``, each system's perplexity of that text too, once the timed rounds are over."""
     if not folders:
         raise InvalidInputError("bench needs at least one export folder")
     manifests = [read_manifest(Path(folder)) for folder in folders]
@@ -100,7 +103,13 @@ def bench_exports(
     if eager:
         require_pytorch_side("the PyTorch eager baseline (leave it out with --no-eager)")
     specs = system_specs(folders, manifests, eager, model, model_seed, unshared)
-    return measure(specs, settings, manifests[0], progress)[0]
+    if perplexity is None:
+        return measure(specs, settings, manifests[0], progress)[0]
+    from gpt2_onnx.app import bench_perplexity  # ONNX Runtime in this process only where perplexity is asked for
+
+    text = bench_perplexity.read_text_for(perplexity, Path(folders[0]), manifests[0])  # before any model loads
+    report = measure(specs, settings, manifests[0], progress)[0]
+    return bench_perplexity.add_perplexity(report, text, bench_perplexity.measure_perplexity(specs, settings, text))
 
 
 def measure(

@@ -21,7 +21,7 @@ from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.compatibility import min_onnxruntime_for
 from gpt2_onnx.config import ExportOptions, ModelDims
 from gpt2_onnx.environment import describe_environment
-from gpt2_onnx.errors import ExportCheckError
+from gpt2_onnx.errors import ExportCheckError, ExportError
 from gpt2_onnx.genai_config import write_genai_config
 from gpt2_onnx.golden import GoldenSet, write_golden
 from gpt2_onnx.integrity import IntegrityCheck
@@ -134,9 +134,13 @@ def _golden(source: SourceModel, loaded: LoadedExport | None, options: ExportOpt
     own for a reduced precision, which does not reproduce the source model's exactly but which a consumer's
     runtime should."""
     precision = options.precision_info
+    rule = precision.tolerance.arithmetic
     if precision.golden_from == "source" or loaded is None:
-        reference = ReferenceModel(source.model)
-        return build_golden(reference, _encoder(source), source.dims.n_positions, precision.golden_logits_atol)
+        if rule is None:
+            raise ExportError(f"{precision.flag} golden vectors from the source model need an arithmetic rule")
+        return build_golden(ReferenceModel(source.model), _encoder(source), source.dims.n_positions, rule)
+    if precision.golden_logits_atol is None:
+        raise ExportError(f"{precision.flag} golden vectors from the export need a logits tolerance")
     return golden_from_export(loaded, _encoder(source), precision.golden_logits_atol)
 
 

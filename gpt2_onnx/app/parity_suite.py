@@ -1,7 +1,9 @@
 """The parity suite: an export run by ONNX Runtime against its source model run by transformers.
 
 Every check adds comparisons to one :class:`~gpt2_onnx.parity.ParityReport`; nothing stops at the first failure.
-``export`` runs a short suite before it commits a folder; ``verify`` runs the full one.
+``export`` runs a short suite before it commits a folder; ``verify`` runs the full one. Where the tolerance has an
+:class:`~gpt2_onnx.tolerances.ArithmeticRule` (fp32), every reference forward also runs in float64, logits and KV
+are compared with that exact result, and each tensor's limit follows from the float32 source's own distance from it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from gpt2_onnx.names import (
     past_names,
     present_names,
 )
-from gpt2_onnx.parity import ParityReport, compare_logits, compare_tensors, compare_tokens
+from gpt2_onnx.parity import ParityReport, arithmetic_limit, compare_logits, compare_tensors, compare_tokens
 from gpt2_onnx.tolerances import Tolerance
 from gpt2_onnx.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel, ReferenceOutputs
@@ -52,15 +54,38 @@ class ParitySuite:
     def _n_layer(self) -> int:
         return self.loaded.manifest.dims.n_layer
 
-    def _logits(self, check: str, actual: np.ndarray, expected: np.ndarray) -> None:
+    @property
+    def _exact(self) -> bool:
+        """Whether reference forwards also run in float64: the fp32 rule compares with that."""
+        return self.tolerance.arithmetic is not None
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray) -> ReferenceOutputs:
+        return self.reference.forward(ids, mask, positions, exact=self._exact)
+
+    def _logits(self, check: str, actual: np.ndarray, ref: ReferenceOutputs, span: slice) -> None:
+        """The export's logits ``actual`` against the reference's at positions ``span``."""
         t = self.tolerance
-        comparison = compare_logits(check, actual, expected, t.logits_atol, t.min_top1, t.max_kl, near_tie=t.near_tie)
+        expected = ref.logits[:, span]
+        atol, source_error = t.logits_atol, None
+        if t.arithmetic is not None and ref.exact is not None:
+            exact = ref.exact.logits[:, span]
+            source_error, atol = arithmetic_limit(t.arithmetic, expected, exact)
+            expected = exact
+        comparison = compare_logits(
+            check, actual, expected, atol, t.min_top1, t.max_kl, near_tie=t.near_tie, source_error=source_error
+        )
         self.report.add(comparison)
 
-    def _kv(self, check: str, outputs: Feeds, ref: ReferenceOutputs, span: slice, rows: slice = slice(None)) -> None:
-        for name, expected in zip(present_names(self._n_layer), ref.cache(), strict=True):
-            actual = outputs[name][rows]
-            self.report.add(compare_tensors(check, name, actual, expected[:, :, span], self.tolerance.kv_atol))
+    def _kv(self, check: str, outputs: Feeds, ref: ReferenceOutputs, span: slice) -> None:
+        rule = self.tolerance.arithmetic
+        exact = ref.exact.cache() if rule is not None and ref.exact is not None else None
+        for index, (name, expected) in enumerate(zip(present_names(self._n_layer), ref.cache(), strict=True)):
+            expected = expected[:, :, span]
+            atol, source_error = self.tolerance.kv_atol, None
+            if rule is not None and exact is not None:
+                source_error, atol = arithmetic_limit(rule, expected, exact[index][:, :, span])
+                expected = exact[index][:, :, span]
+            self.report.add(compare_tensors(check, name, outputs[name], expected, atol, source_error))
 
     def _as_past(self, outputs: Feeds) -> Feeds:
         names = zip(past_names(self._n_layer), present_names(self._n_layer), strict=True)
@@ -72,18 +97,18 @@ class ParitySuite:
         ids, mask = left_pad([prompt], 0)  # (1, T)
         greedy = self.reference.greedy(ids, mask, steps + 1, eos_token_id=None)  # (1, steps + 1)
         full = np.concatenate([ids, greedy[:, :steps]], axis=1)  # (1, T + steps)
-        ref = self.reference.forward(full, np.ones_like(full), position_ids(np.ones_like(full)))
+        ref = self._forward(full, np.ones_like(full), position_ids(np.ones_like(full)))
         t = ids.shape[1]
         out = self.loaded.run(PREFILL, _feeds(ids, mask, position_ids(mask)))
         last_only = out[LOGITS].shape[1] != t
-        self._logits("prefill", out[LOGITS], ref.logits[:, t - 1 : t] if last_only else ref.logits[:, :t])
+        self._logits("prefill", out[LOGITS], ref, slice(t - 1, t) if last_only else slice(0, t))
         self._kv("prefill", out, ref, slice(0, t))
         chosen = [int(out[LOGITS][0, -1].argmax())]
         for step in range(steps):
             mask = np.ones((1, t + step + 1), dtype=np.int64)  # (1, P + 1)
             step_ids = greedy[:, step : step + 1]  # teacher-forced: the reference's token
             out = self.loaded.run(DECODE, _feeds(step_ids, mask, position_ids(mask)[:, -1:], self._as_past(out)))
-            self._logits(f"decode step {step + 1}", out[LOGITS], ref.logits[:, t + step : t + step + 1])
+            self._logits(f"decode step {step + 1}", out[LOGITS], ref, slice(t + step, t + step + 1))
             chosen.append(int(out[LOGITS][0, -1].argmax()))
         if steps:
             self._kv(f"decode step {steps}", out, ref, slice(0, t + steps))
@@ -99,8 +124,8 @@ class ParitySuite:
         empty = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.float32)  # (1, nh, 0, hs)
         past = dict.fromkeys(past_names(dims.n_layer), empty)
         out = self.loaded.run(DECODE, _feeds(ids, mask, position_ids(mask), past))
-        ref = self.reference.forward(ids, mask, position_ids(mask))
-        self._logits("decode, empty past", out[LOGITS], ref.logits)
+        ref = self._forward(ids, mask, position_ids(mask))
+        self._logits("decode, empty past", out[LOGITS], ref, slice(None))
         self._kv("decode, empty past", out, ref, slice(None))
 
     def past_lengths(self, tokens: Sequence[int], lengths: Sequence[int], new: int = 1) -> None:
@@ -108,13 +133,13 @@ class ParitySuite:
         for past in lengths:
             sequence = np.array([[tokens[i % len(tokens)] for i in range(past + new)]], dtype=np.int64)  # (1, P+N)
             ones = np.ones_like(sequence)
-            ref = self.reference.forward(sequence, ones, position_ids(ones))
+            ref = self._forward(sequence, ones, position_ids(ones))
             cache = {
                 name: np.ascontiguousarray(tensor[:, :, :past])  # (1, nh, P, hs)
                 for name, tensor in zip(past_names(self._n_layer), ref.cache(), strict=True)
             }
             out = self.loaded.run(DECODE, _feeds(sequence[:, past:], ones, position_ids(ones)[:, past:], cache))
-            self._logits(f"past {past} + {new} new", out[LOGITS], ref.logits[:, past:])
+            self._logits(f"past {past} + {new} new", out[LOGITS], ref, slice(past, None))
             self._kv(f"past {past} + {new} new", out, ref, slice(None))
 
     def padded_batch(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
@@ -135,10 +160,10 @@ class ParitySuite:
         for row, prompt in enumerate(prompts):
             alone = np.array([[*prompt, *generated[row]]], dtype=np.int64)  # (1, T_row + steps)
             ones = np.ones_like(alone)
-            ref = self.reference.forward(alone, ones, position_ids(ones))
-            expected = ref.logits[:, len(prompt) - 1 :]  # (1, steps + 1, V): the positions that chose tokens
+            ref = self._forward(alone, ones, position_ids(ones))
+            chose = slice(len(prompt) - 1, None)  # (1, steps + 1, V): the positions that chose tokens
             actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
-            self._logits(f"padded batch row {row} ({plural(len(prompt), 'token')})", actual, expected)
+            self._logits(f"padded batch row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
 
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against

@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpt2_onnx.app.parity_suite import ParitySuite
+from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
 from gpt2_onnx.environment import describe_environment
 from gpt2_onnx.integrity import IntegrityCheck
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import TOKENIZER_FILE
 from gpt2_onnx.parity import ParityReport
+from gpt2_onnx.perplexity import PerplexityText
 from gpt2_onnx.precisions import tolerance_for
 from gpt2_onnx.progress import StageReporter, Stages
 from gpt2_onnx.prompts import check_prompt_ids
@@ -34,9 +36,27 @@ def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
     return source, int(seed) if isinstance(seed, int) else 0
 
 
+def _perplexity_text(options: VerifyOptions, manifest: Manifest) -> PerplexityText | None:
+    """--perplexity's text read, tokenized and windowed: every error in it before any model loads."""
+    if options.perplexity is None:
+        return None
+    return read_for_export(
+        options.perplexity, options.folder, manifest, options.perplexity_window, options.perplexity_stride
+    )
+
+
+def _golden(suite: ParitySuite, loaded: LoadedExport, generation: LoadedExport) -> None:
+    for comparison in check_golden(loaded).comparisons:
+        suite.report.add(comparison)
+    if generation.layout != loaded.layout:
+        for comparison in check_golden(generation).comparisons:
+            suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
+
+
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
     """Run every check of an export folder against its source model; never stops at the first failure."""
     manifest = read_manifest(options.folder)
+    text = _perplexity_text(options, manifest)
     stages = Stages(report)
     with stages.stage("check files"):
         files = check_files(options.folder, manifest)
@@ -72,11 +92,11 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     with stages.stage("free-running greedy"):
         suite.free_running_greedy(batch, options.steps)
     with stages.stage("golden vectors"):
-        for comparison in check_golden(loaded).comparisons:
-            suite.report.add(comparison)
-        if generation.layout != loaded.layout:
-            for comparison in check_golden(generation).comparisons:
-                suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
+        _golden(suite, loaded, generation)
+    perplexity = None
+    if text is not None:
+        with stages.stage(f"perplexity over {plural(len(text.plan.windows), 'window')}"):
+            perplexity = compare_perplexity(source.model, loaded, text)
     return VerifyReport(
         folder=str(options.folder),
         source=source_spec + (f" (seed {seed})" if source_spec.startswith("random:") else ""),
@@ -88,4 +108,5 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         environment=describe_environment(options.provider),
         timings=dict(stages.timings),
         generation_layout=generation.layout,
+        perplexity=perplexity,
     )

@@ -132,6 +132,8 @@ class BenchReport:
     ratios: dict[str, dict[str, float]]  # onnx label → metric key → ratio of the medians (memory: × own weights)
     baseline: str | None
     paired_ratios: dict[str, dict[str, float]] = field(default_factory=dict)  # onnx label → per-round medians
+    perplexity: dict[str, Any] | None = None  # --perplexity: the text and its windows (each system's figure is
+    # systems[label]["perplexity"], its ratio to the baseline's ratios[label]["perplexity"])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,6 +144,7 @@ class BenchReport:
             "systems": self.systems,
             "ratios": self.ratios,
             "paired_ratios": self.paired_ratios,
+            "perplexity": self.perplexity,
         }
 
     def table(self) -> str:

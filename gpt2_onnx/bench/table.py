@@ -67,6 +67,11 @@ def _rows(report: BenchReport) -> list[list[str]]:
     file_ratios = _ratio_cells(report, "model_files_per_weight_byte", ".4f")
     rows.append(["graphs + weights on disk (MB)", LOWER, *files, *file_ratios])
     rows.append(["load (s)", LOWER, *_cells(report, ("timing", "load_s"), ".1f"), *_ratio_cells(report, None, "")])
+    if report.perplexity is not None:
+        w = report.perplexity
+        label = f"perplexity, {w['scored_tokens']:,} tokens (window {w['window']}, stride {w['stride']})"
+        figures = _cells(report, ("perplexity",), ",.4f")
+        rows.append([label, LOWER, *figures, *_ratio_cells(report, "perplexity", ".5f")])
     return rows
 
 
@@ -76,7 +81,14 @@ def _footer(report: BenchReport) -> str:
         if report.baseline
         else "no baseline for timings"
     )
-    return f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes')"
+    perplexity = (
+        f"; perplexity of {report.perplexity['text']} × {report.baseline}'s"
+        if report.perplexity is not None and report.baseline
+        else ""
+    )
+    return (
+        f"ratio columns: {timings}; memory and files × the system's own weight bytes (row 'weight bytes'){perplexity}"
+    )
 
 
 def render(report: BenchReport) -> str:

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 import click
 
 from gpt2_onnx.cli.display import echo_json, progress
-from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
+from gpt2_onnx.cli.options import (
+    json_option,
+    perplexity_options,
+    provider_option,
+    refuse_given,
+    refuse_window_without_text,
+    threads_option,
+    verbose_option,
+)
 from gpt2_onnx.errors import OptionError
 from gpt2_onnx.wording import plural
 
@@ -105,6 +113,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     help="Untimed decode steps each system runs right before each timed prefill, as a prefill follows the "
     "previous generation's decode steps in use (0: prefills back to back).",
 )
+@perplexity_options("every system (measured after the timed rounds)")
 @json_option("Print the full report as JSON on stdout instead of the table.")
 @verbose_option
 @click.pass_context
@@ -127,6 +136,9 @@ def bench(
     no_eager: bool,
     unshared: bool,
     decode_steps_before_prefill: int,
+    perplexity: Path | None,
+    perplexity_window: int | None,
+    perplexity_stride: int | None,
     as_json: bool,
 ) -> None:
     """Measure export FOLDERS against PyTorch eager on the same checkpoint: prefill latency, time to first
@@ -139,10 +151,13 @@ def bench(
       gpt2-onnx bench out                                   # batch 1, 2 threads, prompt 128, 64 new tokens
       gpt2-onnx bench out out-int4 --repeats 11 --json > bench.json
       gpt2-onnx bench out --no-eager --threads 4
+      gpt2-onnx bench out out-int8 out-int4 --perplexity heldout.txt   # perplexity per system beside the speed
     """
     from gpt2_onnx.app.bench import bench_exports
     from gpt2_onnx.bench.settings import BenchSettings
+    from gpt2_onnx.perplexity import PerplexityRequest
 
+    refuse_window_without_text(ctx, perplexity)
     if no_eager:
         refuse_given(
             ctx, ["model", "model_seed", "attention"], "to the PyTorch eager baseline, and --no-eager drops it"
@@ -164,6 +179,7 @@ def bench(
     report = bench_exports(
         list(folders), settings, eager=not no_eager, model=model, model_seed=model_seed, unshared=unshared,
         progress=progress,
+        perplexity=None if perplexity is None else PerplexityRequest(perplexity, perplexity_window, perplexity_stride),
     )  # fmt: skip
     if as_json:
         return echo_json(report.to_json())

@@ -7,6 +7,7 @@ Options are read from the command line only; the one exception is ``--provider``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -21,8 +22,10 @@ __all__ = [
     "VERBOSE_KEY",
     "flag_names",
     "json_option",
+    "perplexity_options",
     "provider_option",
     "refuse_given",
+    "refuse_window_without_text",
     "threads_option",
     "verbose_option",
     "was_given",
@@ -74,6 +77,44 @@ def json_option(help_text: str) -> Callable[[F], F]:
     """``--json``: on every command a flag (parameter ``as_json``) that prints the result as JSON on stdout instead
     of text; a file to write is another option's (``verify --report PATH``)."""
     return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def perplexity_options(models: str) -> Callable[[F], F]:
+    """``--perplexity TEXT_FILE`` with ``--perplexity-window N`` and ``--perplexity-stride N`` (parameters
+    ``perplexity``, ``perplexity_window``, ``perplexity_stride``); the file is checked by the library, which says
+    in one line what is wrong with it."""
+    text = click.option(
+        "--perplexity",
+        "perplexity",
+        metavar="TEXT_FILE",
+        type=click.Path(path_type=Path, dir_okay=True),
+        default=None,
+        help=f"Also measure the perplexity of {models} over the same sliding windows of this UTF-8 text.",
+    )
+    window = click.option(
+        "--perplexity-window",
+        type=int,
+        default=None,
+        help="Tokens per perplexity window (default: the model's positions, 1,024 for GPT-2).",
+    )
+    stride = click.option(
+        "--perplexity-stride",
+        type=int,
+        default=None,
+        help="Tokens between the starts of perplexity windows; each window scores only the tokens the previous "
+        "one did not (default: half the window).",
+    )
+
+    def decorate(command: F) -> F:
+        return text(window(stride(command)))
+
+    return decorate
+
+
+def refuse_window_without_text(ctx: click.Context, text: Path | None) -> None:
+    """--perplexity-window and --perplexity-stride only with --perplexity."""
+    if text is None:
+        refuse_given(ctx, ["perplexity_window", "perplexity_stride"], "only with --perplexity (no text, no windows)")
 
 
 def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from gpt2_onnx.cli.display import StageDisplay, echo_json
-from gpt2_onnx.cli.options import json_option, provider_option, threads_option, verbose_option
+from gpt2_onnx.cli.options import (
+    json_option,
+    perplexity_options,
+    provider_option,
+    refuse_window_without_text,
+    threads_option,
+    verbose_option,
+)
 from gpt2_onnx.dependencies import require_pytorch_side
 from gpt2_onnx.errors import OutputPathError, ParityError
 from gpt2_onnx.manifest import read_manifest
@@ -39,8 +46,11 @@ __all__ = ["verify"]
     default=None,
     help="Also write the JSON report to this file, whatever the verdict (--json prints it on stdout).",
 )
+@perplexity_options("the source model and the export")
 @verbose_option
+@click.pass_context
 def verify(
+    ctx: click.Context,
     folder: Path,
     model: str | None,
     provider: str,
@@ -49,6 +59,9 @@ def verify(
     threads: int | None,
     as_json: bool,
     report_path: Path | None,
+    perplexity: Path | None,
+    perplexity_window: int | None,
+    perplexity_stride: int | None,
 ) -> None:
     """Measure an export's parity with its source model and fail if a tolerance is exceeded.
 
@@ -57,16 +70,22 @@ def verify(
     and free-running greedy), several past lengths up to the model's limit, a left-padded batch and the golden
     vectors. All checks run; the command then fails once, listing every failure with its figures.
 
+    With --perplexity, both models also score the same sliding windows of a text (Hugging Face's perplexity
+    recipe): both perplexities and their difference are reported, and a relative change beyond the precision's
+    limit (fp32 0.01 %, fp16 1 %, int8 1 %, int4 5 %) fails verify like any other check.
+
     \b
     Examples:
       gpt2-onnx verify out
       gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --report report.json
       gpt2-onnx verify out --json > report.json
+      gpt2-onnx verify out --perplexity heldout.txt --perplexity-window 512 --perplexity-stride 256
     """
     from gpt2_onnx.report_table import render_report
     from gpt2_onnx.verify_report import VerifyOptions
 
     read_manifest(folder)  # a folder that is no export is refused before anything else
+    refuse_window_without_text(ctx, perplexity)
     if report_path is not None:
         _check_report_path(report_path)  # before minutes of work
     require_pytorch_side("verify (it runs the source model)")  # before the application layer's import
@@ -75,7 +94,10 @@ def verify(
     display = StageDisplay()
     click.echo(f"Verifying {folder}", err=True)
     try:
-        report = verify_export(VerifyOptions(folder, model, provider, steps, batch_size, threads), display)
+        options = VerifyOptions(
+            folder, model, provider, steps, batch_size, threads, perplexity, perplexity_window, perplexity_stride
+        )
+        report = verify_export(options, display)
     finally:
         display.close_line()
     if report_path is not None:
@@ -87,8 +109,11 @@ def verify(
     if not report.ok:
         where = "in the JSON report's failures" if as_json else "above"
         raise ParityError(f"verify failed: {plural(len(report.failures()), 'failure')}, listed {where}")
+    perplexity_note = "" if report.perplexity is None else ", perplexity within its limit"
     click.echo(
-        f"PASS: {plural(len(report.parity.comparisons), 'comparison')} within tolerance, all files intact", err=True
+        f"PASS: {plural(len(report.parity.comparisons), 'comparison')} within tolerance, all files intact"
+        f"{perplexity_note}",
+        err=True,
     )
 
 

@@ -17,10 +17,12 @@ from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import DECODE, PREFILL
+from gpt2_onnx.perplexity import Perplexity, WindowPlan, model_plan
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
+from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.streaming import TextStream
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
@@ -157,3 +159,20 @@ class Gpt2Onnx:
         }
         validate_feeds(DECODE, feeds, self.dims)
         return self._loaded.run(DECODE, feeds)
+
+    def perplexity(self, text: str, window: int | None = None, stride: int | None = None) -> Perplexity:
+        """The export's sliding-window perplexity of ``text`` (Hugging Face's recipe): windows of ``window``
+        tokens (default: the model's positions) every ``stride`` tokens (default: half the window), each scoring
+        only the tokens the previous one did not. ``.value`` is the perplexity, ``.plan`` the windows."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"perplexity takes text, not a {type(text).__name__}")
+        ids = self.encode(text)
+        return self.perplexity_of_ids(ids, model_plan(len(ids), self.dims.n_positions, window, stride))
+
+    def perplexity_of_ids(self, ids: Sequence[int], plan: WindowPlan) -> Perplexity:
+        """As :meth:`perplexity`, for token ids and a plan made with :func:`gpt2_onnx.perplexity.plan_windows`."""
+        return Perplexity.of(plan, self.token_log_probs(ids, plan))
+
+    def token_log_probs(self, ids: Sequence[int], plan: WindowPlan) -> np.ndarray:
+        """log p(token | the tokens before it in its window) of every token ``plan`` scores, in order (float64)."""
+        return export_log_probs(self._loaded, ids, plan)

@@ -159,11 +159,13 @@ Golden read_golden(const std::filesystem::path& file) {
     Golden golden;
     golden.logits_atol = data.at("logits_atol").get<double>();
     for (const auto& c : data.at("cases")) {
+      std::optional<double> atol;
+      if (c.contains("logits_atol")) atol = c.at("logits_atol").get<double>();
       golden.cases.push_back({c.at("prompt").get<std::string>(), c.at("input_ids").get<std::vector<int64_t>>(),
                               c.at("greedy_ids").get<std::vector<int64_t>>(),
                               c.at("top5_ids").get<std::vector<int64_t>>(),
-                              c.at("top5_logits").get<std::vector<float>>(),
-                              c.value("greedy_margins", std::vector<float>{})});
+                              c.at("top5_logits").get<std::vector<double>>(),
+                              c.value("greedy_margins", std::vector<float>{}), atol});
     }
     return golden;
   } catch (const json::exception& e) {
