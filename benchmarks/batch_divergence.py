@@ -25,10 +25,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serve_load import requests  # noqa: E402
 
-from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec, Update  # noqa: E402  # after the path
+from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update  # noqa: E402  # after the path
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions  # noqa: E402
+from gpt2_onnx_runtimes.decoding import MAX_TOP_LOGPROBS  # noqa: E402
+from gpt2_onnx_runtimes.generation import GenerationOptions  # noqa: E402
 from gpt2_onnx_runtimes.session import RuntimeOptions  # noqa: E402
-from gpt2_onnx_runtimes.token_selection import MAX_LOGPROBS  # noqa: E402
 
 
 def run(engine: BatchEngine, specs: list[CompletionSpec]) -> list[list[ChoiceUpdate]]:
@@ -52,11 +53,9 @@ def main() -> None:
     runtime = RuntimeOptions(intra_op_threads=args.threads)
     engine = BatchEngine.load(args.export, runtime, EngineOptions(max_rows=args.requests))
     bodies = requests(args.requests, args.max_tokens)
+    greedy = GenerationOptions(max_new_tokens=args.max_tokens, ignore_eos=True)
     specs = [
-        CompletionSpec(
-            tuple(engine.tokenizer.encode(b["prompt"])), args.max_tokens, logprobs=MAX_LOGPROBS, ignore_eos=True
-        )
-        for b in bodies
+        CompletionSpec(tuple(engine.tokenizer.encode(b["prompt"])), greedy, logprobs=MAX_TOP_LOGPROBS) for b in bodies
     ]
     alone = [run(engine, [spec])[0] for spec in specs]
     together = run(engine, specs)
@@ -65,10 +64,10 @@ def main() -> None:
         first = next((step for step, (x, y) in enumerate(zip(a, b, strict=True)) if x.token_id != y.token_id), None)
         if first is None:
             continue
-        chosen = a[first].logprobs
-        assert chosen is not None
-        other = dict(chosen.top).get(b[first].token_id)  # the batched token's log-probability, alone
-        margin = None if other is None else round(chosen.logprob - other, 6)
+        top = a[first].top_logprobs
+        assert top is not None
+        other = dict(top).get(b[first].token_id)  # the batched token's log-probability, alone
+        margin = None if other is None else round(a[first].logprob - other, 6)
         rows.append({"request": index, "first_step": first, "margin_alone": margin})
     result = {
         "export": str(args.export),

@@ -41,7 +41,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.serve_process import ServeProcess  # noqa: E402  # after the path
+from benchmarks.serve_process import ServeProcess  # noqa: E402  # after the path
 
 WORDS = [
     "the",

@@ -18,7 +18,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.serve_process import ServeProcess  # noqa: E402  # after the path
+from benchmarks.serve_process import ServeProcess  # noqa: E402  # after the path
 
 IDLE_S = 10.0
 

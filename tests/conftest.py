@@ -187,3 +187,32 @@ def copy_export(tiny_export: Path, tmp_path: Path) -> Callable[[], Path]:
         return target
 
     return make
+
+
+@pytest.fixture(scope="session")
+def model(tiny_export: Path) -> Any:
+    """The default tiny export loaded with the runtime (Gpt2Onnx): immutable, shared by every test that reads it."""
+    from gpt2_onnx_runtimes import Gpt2Onnx
+
+    return Gpt2Onnx.load(tiny_export)
+
+
+@pytest.fixture(scope="session")
+def peaked_runtime(peaked_export: Path) -> Any:
+    """The peaked export loaded with the runtime (Gpt2Onnx)."""
+    from gpt2_onnx_runtimes import Gpt2Onnx
+
+    return Gpt2Onnx.load(peaked_export)
+
+
+def move_eos(export: Path, token: int, target: Path) -> Path:
+    """A copy of ``export`` at ``target`` whose manifest names ``token`` as end-of-text (a manifest edit: its
+    files' hashes stay valid), for tests of how generation ends."""
+    import json
+    import shutil
+
+    shutil.copytree(export, target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest["tokens"]["eos_token_id"] = token
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    return target

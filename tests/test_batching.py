@@ -3,10 +3,8 @@ exactly what it gets alone (Generation, as ``gpt2-onnx run`` runs it), and the e
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +15,9 @@ from gpt2_onnx.errors import InvalidInputError, ServerBusyError
 from gpt2_onnx.names import PREFILL
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
-from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec, Update
+from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
-from gpt2_onnx_runtimes.token_selection import SamplingParams
+from tests.conftest import move_eos
 
 PROMPTS = [
     "Hello",
@@ -30,18 +28,15 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
-
-
 @pytest.fixture
 def engine(tiny_export: Path) -> BatchEngine:
     return BatchEngine.load(tiny_export, options=EngineOptions(max_rows=8, trim_columns=1))
 
 
-def spec(model: Gpt2Onnx, prompt: str, new: int, sampling: SamplingParams | None = None, **kw: Any) -> CompletionSpec:
-    return CompletionSpec(tuple(model.encode(prompt)), new, sampling or SamplingParams(), ignore_eos=True, **kw)
+def spec(model: Gpt2Onnx, prompt: str, new: int, logprobs: int | None = None, **options: Any) -> CompletionSpec:
+    """A request for ``new`` tokens past end-of-text, with these GenerationOptions."""
+    chosen = GenerationOptions(max_new_tokens=new, **{"ignore_eos": True, **options})
+    return CompletionSpec(tuple(model.encode(prompt)), chosen, logprobs)
 
 
 def drive(engine: BatchEngine, schedule: Sequence[tuple[int, CompletionSpec]]) -> list[list[Update]]:
@@ -61,17 +56,8 @@ def drive(engine: BatchEngine, schedule: Sequence[tuple[int, CompletionSpec]]) -
 
 
 def alone(model: Gpt2Onnx, s: CompletionSpec, choice: int = 0) -> Any:
-    sampling = s.sampling
-    drawn = {} if sampling.greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p}
-    options = GenerationOptions(
-        max_new_tokens=s.max_new_tokens,
-        do_sample=not sampling.greedy,
-        seed=None if sampling.greedy else s.seeds[choice],  # greedy takes no seed
-        stop=s.stop,
-        ignore_eos=s.ignore_eos,
-        **drawn,
-    )
-    return model.generate(model.decode(s.prompt_ids), options)[0]
+    """What ``gpt2-onnx run`` gives for the request's prompt and options (its sequence ``choice``)."""
+    return model.generate(model.decode(s.prompt_ids), s.options)[choice]
 
 
 def tokens(updates: list[Update], choice: int = 0) -> list[int]:
@@ -82,7 +68,7 @@ def text(updates: list[Update], choice: int = 0) -> str:
     return "".join(u.text for u in updates if isinstance(u, ChoiceUpdate) and u.choice == choice)
 
 
-SAMPLED = SamplingParams(temperature=0.9, top_p=0.9)
+SAMPLED = {"do_sample": True, "temperature": 0.9, "top_p": 0.9, "seed": 11}
 SCHEDULES = {
     # (step of arrival, prompt, new tokens, sampled): longer prompts joining shorter ones pad the running rows,
     # shorter ones are padded themselves; different lengths make rows leave while others go on
@@ -96,8 +82,7 @@ SCHEDULES = {
 @pytest.mark.parametrize("name", list(SCHEDULES))
 def test_joining_and_leaving_rows_get_what_they_get_alone(model: Gpt2Onnx, engine: BatchEngine, name: str) -> None:
     schedule = [
-        (at, spec(model, PROMPTS[p], new, SAMPLED if sampled else None, seeds=(11,)))
-        for at, p, new, sampled in SCHEDULES[name]
+        (at, spec(model, PROMPTS[p], new, **(SAMPLED if sampled else {}))) for at, p, new, sampled in SCHEDULES[name]
     ]
     results = drive(engine, schedule)
     for (_, s), updates in zip(schedule, results, strict=True):
@@ -119,8 +104,8 @@ def test_finished_rows_leave_and_unused_padding_is_trimmed(model: Gpt2Onnx, engi
     assert engine.stats().rows == 1 and engine.stats().length == len(short.prompt_ids) + 2
 
 
-def test_choices_share_one_prefill_and_sample_with_seed_plus_index(model: Gpt2Onnx, engine: BatchEngine) -> None:
-    s = spec(model, PROMPTS[2], 10, SAMPLED, seeds=(5, 6, 7))
+def test_choices_share_one_prefill_and_are_seeded_as_run_seeds_them(model: Gpt2Onnx, engine: BatchEngine) -> None:
+    s = spec(model, PROMPTS[2], 10, **{**SAMPLED, "seed": 5, "num_return_sequences": 3})
     (updates,) = drive(engine, [(0, s)])
     for choice in range(3):
         assert tokens(updates, choice) == alone(model, s, choice).token_ids
@@ -138,32 +123,29 @@ def test_stop_strings_end_a_choice_as_generation_does(model: Gpt2Onnx, engine: B
     assert isinstance(updates[-1], ChoiceUpdate) and updates[-1].finish_reason == "stop"
 
 
-def test_end_of_text_ends_a_choice(model: Gpt2Onnx, copy_export: Any) -> None:
+def test_end_of_text_ends_a_choice(model: Gpt2Onnx, tmp_path: Path) -> None:
     greedy = alone(model, spec(model, PROMPTS[2], 10)).token_ids
     end = next(i for i, token in enumerate(greedy) if i > 0 and token not in greedy[:i])
-    folder = copy_export()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tokens"]["eos_token_id"] = greedy[end]  # a later greedy token now ends the text
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    folder = move_eos(model._loaded.folder, greedy[end], tmp_path / "moved")  # a later greedy token ends the text
     engine = BatchEngine.load(folder)
-    (updates,) = drive(engine, [(0, replace(spec(model, PROMPTS[2], 10), ignore_eos=False))])
+    (updates,) = drive(engine, [(0, spec(model, PROMPTS[2], 10, ignore_eos=False))])
     assert tokens(updates) == greedy[: end + 1]
     assert isinstance(updates[-1], ChoiceUpdate) and updates[-1].finish_reason == "eos"
 
 
-def test_logprobs_are_the_models_log_softmax(model: Gpt2Onnx, engine: BatchEngine, tiny_export: Path) -> None:
+def test_greedy_logprobs_are_the_models_log_softmax(model: Gpt2Onnx, engine: BatchEngine, tiny_export: Path) -> None:
     s = spec(model, PROMPTS[1], 1, logprobs=3)
     (updates,) = drive(engine, [(0, s)])
     update = updates[0]
-    assert isinstance(update, ChoiceUpdate) and update.logprobs is not None
+    assert isinstance(update, ChoiceUpdate) and update.top_logprobs is not None
     ids = np.asarray([s.prompt_ids], dtype=np.int64)
     feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(ids.shape[1])[None]}
     logits = engine.loaded.run(PREFILL, feeds)["logits"][0, -1].astype(np.float64)  # the folder's own prefill graph
     expected = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
     best = np.argsort(-expected)[:3]
-    assert [t for t, _ in update.logprobs.top] == best.tolist() and update.token_id == best[0]
-    np.testing.assert_allclose([v for _, v in update.logprobs.top], expected[best], atol=1e-4)
-    assert update.logprobs.logprob == pytest.approx(expected[best[0]], abs=1e-4)
+    assert [t for t, _ in update.top_logprobs] == best.tolist() and update.token_id == best[0]
+    np.testing.assert_allclose([v for _, v in update.top_logprobs], expected[best], atol=1e-4)
+    assert update.logprob == pytest.approx(expected[best[0]], abs=1e-4)
 
 
 def test_rows_beyond_max_rows_wait_their_turn(model: Gpt2Onnx, tiny_export: Path) -> None:
@@ -192,12 +174,12 @@ def test_a_full_queue_refuses_at_once(model: Gpt2Onnx, tiny_export: Path) -> Non
 
 
 def test_requests_the_model_cannot_run_are_refused(model: Gpt2Onnx, engine: BatchEngine) -> None:
-    with pytest.raises(InvalidInputError, match="beyond the model's 128 positions"):
+    with pytest.raises(InvalidInputError, match="exceeds the model's 128 positions"):
         engine.submit(spec(model, PROMPTS[1], 128), lambda update: None)
     with pytest.raises(InvalidInputError, match="outside"):
-        engine.submit(CompletionSpec((50257,), 4), lambda update: None)
+        engine.submit(CompletionSpec((50257,), GenerationOptions(max_new_tokens=4)), lambda update: None)
     with pytest.raises(InvalidInputError, match="at most 8"):
-        engine.submit(spec(model, "Hello", 4, seeds=tuple(range(9))), lambda update: None)
+        engine.submit(spec(model, "Hello", 4, do_sample=True, num_return_sequences=9), lambda update: None)
 
 
 def test_a_cancelled_request_leaves_and_the_others_go_on(model: Gpt2Onnx, engine: BatchEngine) -> None:

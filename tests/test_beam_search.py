@@ -9,10 +9,7 @@ decide which sequences come back.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +17,7 @@ import pytest
 
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.beam_search import BeamConfig, BeamScorer
+from tests.conftest import move_eos
 from tests.generate_reference import assert_equal_results, transformers_generate
 
 TEXTS = ("The quick brown fox", "Hello", "In a shocking finding, scientists discovered a herd")
@@ -42,8 +40,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def model(peaked_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(peaked_export)
+def model(peaked_runtime: Gpt2Onnx) -> Gpt2Onnx:
+    return peaked_runtime
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +54,7 @@ def frequent_eos(model: Gpt2Onnx, prompts: list[list[int]], tmp_path_factory: py
     """The export with its end-of-text id moved to the token its beams choose most often."""
     found = model.generate_ids(prompts, GenerationOptions(max_new_tokens=NEW, num_beams=4, num_return_sequences=4))
     token = Counter(t for r in found for t in r.token_ids).most_common(1)[0][0]
-    folder = tmp_path_factory.mktemp("frequent-eos") / "export"
-    shutil.copytree(model._loaded.folder, folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tokens"]["eos_token_id"] = token
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return Gpt2Onnx.load(folder)
+    return Gpt2Onnx.load(move_eos(model._loaded.folder, token, tmp_path_factory.mktemp("frequent-eos") / "export"))
 
 
 def eos_of(model: Gpt2Onnx) -> int:

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 import pytest
 
-from gpt2_onnx.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, cli, run_cmd
+from gpt2_onnx.app import generate
+from gpt2_onnx.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, cli
 from gpt2_onnx.cli.options import PROVIDER_VARIABLE
 from tests.helpers import invoke, one_error_line
 
@@ -38,20 +39,20 @@ def test_help_and_version_exit_0() -> None:
 
 
 def test_an_interrupt_is_one_line_and_exit_130(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def interrupted(folder: Path) -> None:
+    def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_cmd, "read_manifest", interrupted)
+    monkeypatch.setattr(generate, "open_export", interrupted)
     result = invoke("run", str(tiny_export), "-p", "Hi")
     assert result.exit_code == EXIT_INTERRUPTED
     assert (result.stdout, result.stderr) == ("", "Interrupted.\n")
 
 
 def test_an_unexpected_exception_is_one_internal_error_line(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(folder: Path) -> None:
+    def broken(*args: object) -> None:
         raise RuntimeError("first line\nsecond line")
 
-    monkeypatch.setattr(run_cmd, "read_manifest", broken)
+    monkeypatch.setattr(generate, "open_export", broken)
     result = invoke("run", str(tiny_export), "-p", "Hi")
     assert result.exit_code == EXIT_INTERNAL
     assert result.stderr == "Internal error: RuntimeError: first line second line (rerun with --verbose for details)\n"

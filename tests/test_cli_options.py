@@ -111,7 +111,7 @@ def test_verbose_after_the_command_shows_an_internal_error_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise ValueError("a bug")
 
-    monkeypatch.setattr(gpt2_onnx_runtimes.api.Gpt2Onnx, "load", broken)
+    monkeypatch.setattr(gpt2_onnx_runtimes.api.Gpt2Onnx, "open", broken)
     quiet = invoke("run", str(tiny_export), "-p", "Hi")
     assert quiet.exit_code == 70 and "Internal error: ValueError: a bug" in quiet.output
     loud = invoke("run", str(tiny_export), "-p", "Hi", "-v", catch_exceptions=True)

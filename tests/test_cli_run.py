@@ -127,13 +127,13 @@ def test_every_session_layout_gives_the_same_tokens(tiny_export: Path, layout: s
 def test_sampling_options_without_sample_are_refused(tiny_export: Path, option: list[str]) -> None:
     """Greedy decoding would ignore them; even a value equal to the default is refused when given."""
     result = invoke("run", str(tiny_export), "-p", "Hi", *option)
-    assert_error(result, 2, f"{option[0]} applies only with --sample")
+    assert_error(result, 2, f"{option[0]} applies only when sampling: pass --sample too")
     assert result.stdout == ""
 
 
 def test_sampling_options_together_are_named_together(tiny_export: Path) -> None:
     result = invoke("run", str(tiny_export), "-p", "Hi", "--top-k", "5", "--top-p", "0.9")
-    assert_error(result, 2, "--top-k and --top-p apply only with --sample")
+    assert_error(result, 2, "--top-k and --top-p apply only when sampling: pass --sample too")
 
 
 def test_options_without_effect_are_refused(tiny_export: Path) -> None:
@@ -243,10 +243,10 @@ def test_run_processor_flags(tiny_export: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--temperature", "0.5"], "--temperature applies only with --sample"),
-        (["--top-k", "5", "--min-p", "0.1"], "--top-k and --min-p apply only with --sample"),
-        (["--length-penalty", "0.5"], "--length-penalty applies only with --num-beams > 1"),
-        (["--early-stopping", "true"], "--early-stopping applies only with --num-beams > 1"),
+        (["--temperature", "0.5"], "--temperature applies only when sampling: pass --sample too"),
+        (["--top-k", "5", "--min-p", "0.1"], "--top-k and --min-p apply only when sampling: pass --sample too"),
+        (["--length-penalty", "0.5"], "--length-penalty applies only to beam search: pass --num-beams > 1 too"),
+        (["--early-stopping", "true"], "--early-stopping applies only to beam search: pass --num-beams > 1 too"),
         (["--num-return-sequences", "2"], "greedy decoding returns one sequence"),
         (["--num-beams", "2", "--num-return-sequences", "3"], "exceeds --num-beams 2"),
         (["--num-beams", "2", "--sample"], "beam sampling"),

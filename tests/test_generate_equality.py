@@ -4,15 +4,13 @@ returns several sequences per prompt, and refuses what it would ignore."""
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from tests.conftest import move_eos
 from tests.generate_reference import assert_equal_results, transformers_generate
 
 TEXTS = ("The quick brown fox", "Hello", "In a shocking finding, scientists discovered a herd")
@@ -31,8 +29,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def model(peaked_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(peaked_export)
+def model(peaked_runtime: Gpt2Onnx) -> Gpt2Onnx:
+    return peaked_runtime
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +43,7 @@ def early_eos(model: Gpt2Onnx, prompts: list[list[int]], tmp_path_factory: pytes
     """The export with its end-of-text id moved to prompt 1's first greedy token, so that greedy ends at once
     unless min_new_tokens holds it back."""
     first = model.generate_ids([prompts[1]], GenerationOptions(max_new_tokens=1))[0].token_ids[0]
-    folder = tmp_path_factory.mktemp("early-eos") / "export"
-    shutil.copytree(model._loaded.folder, folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tokens"]["eos_token_id"] = first
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return Gpt2Onnx.load(folder)
+    return Gpt2Onnx.load(move_eos(model._loaded.folder, first, tmp_path_factory.mktemp("early-eos") / "export"))
 
 
 def hf_options(case: dict[str, Any]) -> dict[str, Any]:

@@ -122,7 +122,8 @@ def test_run_flags_override_the_checkpoint(export: Path) -> None:
     # the checkpoint's beams make --length-penalty meaningful; without them it is refused, naming --num-beams
     assert invoke("run", str(export), "-p", "x", "--length-penalty", "2", "-n", "2").exit_code == 0
     refused = invoke("run", str(export), "-p", "x", "--length-penalty", "2", "--num-beams", "1")
-    assert refused.exit_code == 2 and "--length-penalty applies only with --num-beams > 1" in refused.output
+    assert refused.exit_code == 2
+    assert "--length-penalty applies only to beam search: pass --num-beams > 1 too" in refused.output
 
 
 @pytest.mark.parametrize("folder_first", [True, False])

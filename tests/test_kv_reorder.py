@@ -18,11 +18,6 @@ from tests.test_runtime_loading import cuda_works
 PROMPTS = [[464, 2068, 7586, 21831], [15496], [818, 257, 14702]]
 
 
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
-
-
 def filled(batch: int, length: int, max_batch: int | None = None) -> tuple[KvBuffers, list[np.ndarray]]:
     buffers = KvBuffers(3, batch, 2, 8, 4, max_batch)
     values = [np.random.default_rng(i).normal(size=(batch, 2, length, 4)).astype(np.float32) for i in range(3)]

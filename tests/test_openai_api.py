@@ -15,17 +15,12 @@ from fastapi import FastAPI
 
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from gpt2_onnx_runtimes.batch_rows import CompletionSpec
+from gpt2_onnx_runtimes.batch_requests import CompletionSpec
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 PROMPT = "In a shocking finding, scientists"
-
-
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +81,8 @@ def test_prompt_lists_token_prompts_and_choices(app: FastAPI, model: Gpt2Onnx) -
     assert [c["index"] for c in body["choices"]] == [0, 1, 2, 3]
     again = complete(app, prompt=[model.encode("Hello"), model.encode(PROMPT)], n=2, max_tokens=4, seed=3).json()
     assert [c["text"] for c in again["choices"]] == [c["text"] for c in body["choices"]]
-    sampled = GenerationOptions(max_new_tokens=4, do_sample=True, seed=4)  # choice 1 of a prompt: seed + 1
-    assert body["choices"][3]["text"] == model.generate(PROMPT, sampled)[0].text
+    sampled = GenerationOptions(max_new_tokens=4, do_sample=True, seed=3, num_return_sequences=2)  # run's rule
+    assert body["choices"][3]["text"] == model.generate(PROMPT, sampled)[1].text
 
 
 def test_echo_stop_and_logprobs(app: FastAPI, model: Gpt2Onnx) -> None:
@@ -123,9 +118,12 @@ BAD_REQUESTS = {
     "n beyond the batch": ({"prompt": "Hi", "n": 9}, None, 400, "n is 9"),
     "logprobs 6": ({"prompt": "Hi", "logprobs": 6}, None, 400, "logprobs"),
     "echo with logprobs": ({"prompt": "Hi", "echo": True, "logprobs": 1}, None, 400, "echo with logprobs"),
-    "presence_penalty": ({"prompt": "Hi", "presence_penalty": 0.5}, None, 400, "presence_penalty"),
-    "logit_bias": ({"prompt": "Hi", "logit_bias": {"50256": -100}}, None, 400, "logit_bias"),
-    "best_of": ({"prompt": "Hi", "best_of": 3}, None, 400, "best_of"),
+    "presence_penalty 3": ({"prompt": "Hi", "presence_penalty": 3}, None, 400, "'presence_penalty' must lie in"),
+    "logit_bias key": ({"prompt": "Hi", "logit_bias": {"x": -100}}, None, 400, "'logit_bias': keys"),
+    "logit_bias id": ({"prompt": "Hi", "logit_bias": {"50257": -100}}, None, 400, "logit_bias"),
+    "best_of below n": ({"prompt": "Hi", "best_of": 1, "n": 2}, None, 400, "'best_of' 1 is below 'n' 2"),
+    "best_of greedy": ({"prompt": "Hi", "best_of": 3, "temperature": 0}, None, 400, "'best_of' > 1 needs"),
+    "best_of stream": ({"prompt": "Hi", "best_of": 3, "stream": True}, None, 400, "cannot stream"),
     "suffix": ({"prompt": "Hi", "suffix": "!"}, None, 400, "suffix"),
     "five stops": ({"prompt": "Hi", "stop": list("abcde")}, None, 400, "stop"),
     "empty stop": ({"prompt": "Hi", "stop": ""}, None, 400, "stop"),
@@ -168,7 +166,9 @@ def test_a_chunked_body_is_cut_off_at_the_limit(app: FastAPI) -> None:
 def test_other_routes(app: FastAPI) -> None:
     assert call(app, "GET", "/health", headers={}).json()["status"] == "ok"  # no key needed for the probe
     models = call(app, "GET", "/v1/models").json()
-    assert models["data"] == [{"id": "tiny", "object": "model", "created": 0, "owned_by": "gpt2-onnx"}]
+    card = {"id": "tiny", "object": "model", "created": 0, "owned_by": "gpt2-onnx"}
+    assert models["data"] == [{**card, "generation_defaults": models["data"][0]["generation_defaults"]}]
+    assert models["data"][0]["generation_defaults"]["api_defaults"] == {"max_new_tokens": 16, "do_sample": True}
     assert call(app, "GET", "/v1/models/tiny").json()["id"] == "tiny"
     assert call(app, "GET", "/v1/models", headers={}).status_code == 401
     chat = call(app, "POST", "/v1/chat/completions", json={"model": "tiny", "messages": []})
@@ -197,7 +197,9 @@ def test_a_request_past_its_timeout_gets_504(stalled: tuple[FastAPI, BatchEngine
 
 def test_a_full_queue_answers_503_at_once(stalled: tuple[FastAPI, BatchEngine]) -> None:
     app, engine = stalled
-    engine.submit(CompletionSpec((15496,), 4), lambda update: None)  # the one place in the queue
+    engine.submit(
+        CompletionSpec((15496,), GenerationOptions(max_new_tokens=4)), lambda update: None
+    )  # the one place in the queue
     response = complete(app, max_tokens=4)
     assert response.status_code == 503 and response.json()["error"]["code"] == "server_busy"
 

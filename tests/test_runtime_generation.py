@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +16,9 @@ from gpt2_onnx.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.tokenizer import IncrementalDecoder
+from tests.conftest import move_eos
 
 PROMPTS = ["The quick brown fox jumps over the lazy", "Hello", "In a shocking finding, scientists"]
-
-
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
 
 
 def hf_greedy(hf: Any, ids: list[int], steps: int, **kwargs: Any) -> list[int]:
@@ -76,12 +71,9 @@ def test_sampling_is_reproducible_by_seed_and_independent_of_the_batch(model: Gp
     assert batched.token_ids == first.token_ids
 
 
-def test_eos_stops_a_row_and_is_returned(model: Gpt2Onnx, copy_export: Any) -> None:
+def test_eos_stops_a_row_and_is_returned(model: Gpt2Onnx, tmp_path: Path) -> None:
     first = model.generate(PROMPTS[0], GenerationOptions(max_new_tokens=3, ignore_eos=True))[0].token_ids[0]
-    folder = copy_export()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["tokens"]["eos_token_id"] = first  # the model's first greedy token now ends the text
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+    folder = move_eos(model._loaded.folder, first, tmp_path / "moved")  # its first greedy token now ends the text
     result = Gpt2Onnx.load(folder).generate(PROMPTS[0], GenerationOptions(max_new_tokens=10))[0]
     assert result.token_ids == [first] and result.finish_reason == "eos"
 

@@ -19,9 +19,9 @@ import httpx2
 import openai
 import pytest
 
+from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, one_error_line
-from tests.serve_process import ServeProcess
 
 KEY = "serve-test-key"
 PROMPT = "The meaning of life is"
@@ -70,11 +70,6 @@ def client(server: ServeProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def model(tiny_export: Path) -> Gpt2Onnx:
-    return Gpt2Onnx.load(tiny_export)
-
-
 def run_json(export: Path, *args: str) -> dict[str, Any]:
     result = invoke("run", str(export), "--json", *args)
     assert result.exit_code == 0, result.output
@@ -103,9 +98,11 @@ def test_n_choices_with_a_seed_repeat_exactly(client: openai.OpenAI, tiny_export
 
     first = ask()
     assert ask() == first and len(set(first)) > 1
-    for index, text in enumerate(first):  # choice i samples as `gpt2-onnx run --sample --seed 42+i`
-        args = ["-p", PROMPT, "-n", "12", "--sample", "--temperature", "0.9", "--seed", str(42 + index)]
-        assert text == run_json(tiny_export, *args)["text"]
+    # choice j samples as sequence j of `gpt2-onnx run --sample --seed 42 --num-return-sequences 3`
+    args = ["-p", PROMPT, "-n", "12", "--sample", "--temperature", "0.9", "--seed", "42", "--num-return-sequences", "3"]
+    result = invoke("run", str(tiny_export), "--json", *args)
+    assert result.exit_code == 0, result.output
+    assert first == [json.loads(line)["text"] for line in result.stdout.splitlines()]
 
 
 def _request(index: int) -> dict[str, Any]:

@@ -18,8 +18,8 @@ import httpx2
 import psutil
 import pytest
 
+from benchmarks.serve_process import ServeProcess, clean_environment, free_port, serve_command
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.serve_process import ServeProcess, clean_environment, free_port, serve_command
 
 pytestmark = pytest.mark.slow  # about a minute: a Ray head and three deployments; not among the CI tests
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from tests.serve_process import ServeProcess
 
 CLIENTS = 6
 REQUEST_TIMEOUT_S = 60.0  # a request still open after this counts as hung

@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec, RequestFailed, Update
+from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, RequestFailed, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, Ticket
-from gpt2_onnx_runtimes.token_selection import TokenLogprobs
+from gpt2_onnx_runtimes.decoding import TopLogprobs, best_ranks
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
-__all__ = ["ChoiceAnswer", "CompletionRun", "finish_word", "logprobs_body"]
+__all__ = ["ChoiceAnswer", "CompletionRun", "TokenEntry", "best_answers", "finish_word", "logprobs_body"]
+
+TokenEntry = tuple[float, TopLogprobs]  # a token's log-probability and its alternatives
 
 _FINISH_WORDS = {"eos": "stop", "stop": "stop", "length": "length"}  # OpenAI names an end-of-text "stop" too
 
@@ -78,15 +80,14 @@ class ChoiceAnswer:
     prefix: str = ""  # the prompt, with echo
     chunks: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
-    logprobs: list[TokenLogprobs] = field(default_factory=list)
+    logprobs: list[TokenEntry] = field(default_factory=list)
     finish_reason: str | None = None
     final_text: str | None = None
 
     def add(self, update: ChoiceUpdate) -> None:
         self.chunks.append(update.text)
         self.token_ids.append(update.token_id)
-        if update.logprobs is not None:
-            self.logprobs.append(update.logprobs)
+        self.logprobs.append((update.logprob, update.top_logprobs or ()))
         if update.finish_reason is not None:
             self.finish_reason, self.final_text = update.finish_reason, update.final_text
 
@@ -105,8 +106,16 @@ class ChoiceAnswer:
         }
 
 
+def best_answers(answers: Sequence[ChoiceAnswer], count: int) -> list[ChoiceAnswer]:
+    """The ``count`` answers ``best_of`` returns (the core's rule), best first; all of them, in order, when they
+    are ``count``."""
+    if len(answers) == count:
+        return list(answers)
+    return [answers[place] for place in best_ranks([[lp for lp, _ in a.logprobs] for a in answers], count)]
+
+
 def logprobs_body(
-    tokenizer: TextTokenizer, token_ids: Sequence[int], logprobs: Sequence[TokenLogprobs], offset: int
+    tokenizer: TextTokenizer, token_ids: Sequence[int], logprobs: Sequence[TokenEntry], offset: int
 ) -> dict[str, Any]:
     """OpenAI's completions logprobs: each token's text, log-probability, top alternatives and text offset."""
     tokens = [tokenizer.decode([token]) for token in token_ids]
@@ -115,13 +124,13 @@ def logprobs_body(
         offsets.append(offset)
         offset += len(text)
     top = []
-    for token, entry in zip(tokens, logprobs, strict=True):
-        alternatives = {tokenizer.decode([t]): value for t, value in entry.top}
-        alternatives.setdefault(token, entry.logprob)  # the chosen token is always listed
+    for token, (logprob, alternatives_ids) in zip(tokens, logprobs, strict=True):
+        alternatives = {tokenizer.decode([t]): value for t, value in alternatives_ids}
+        alternatives.setdefault(token, logprob)  # the chosen token is always listed
         top.append(alternatives)
     return {
         "tokens": tokens,
-        "token_logprobs": [entry.logprob for entry in logprobs],
+        "token_logprobs": [logprob for logprob, _ in logprobs],
         "top_logprobs": top,
         "text_offset": offsets,
     }

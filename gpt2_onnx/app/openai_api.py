@@ -18,26 +18,26 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from gpt2_onnx.app.completions import ChoiceAnswer, CompletionRun, finish_word, logprobs_body
+from gpt2_onnx.app.completions import ChoiceAnswer, CompletionRun, best_answers, finish_word, logprobs_body
 from gpt2_onnx.app.guard import Guard, json_error
+from gpt2_onnx.app.openai_options import http_defaults, model_defaults, option_error, request_options
 from gpt2_onnx.app.openai_schema import (
     ApiError,
     CompletionRequest,
     Prompt,
-    choice_seeds,
     completion_id,
     invalid,
     now,
     parse_request,
     prompt_list,
     prompt_name,
-    stop_list,
 )
-from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ServerBusyError
-from gpt2_onnx_runtimes.batch_rows import ChoiceUpdate, CompletionSpec
+from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, OptionError, ServerBusyError
+from gpt2_onnx.serve_limits import MAX_BODY_BYTES, REQUEST_TIMEOUT_S
+from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec
 from gpt2_onnx_runtimes.batching import BatchEngine
+from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids, check_prompt_text
-from gpt2_onnx_runtimes.token_selection import SamplingParams
 
 __all__ = ["ApiSettings", "create_app"]
 
@@ -51,14 +51,16 @@ class ApiSettings:
 
     model_name: str  # the name clients pass as "model"
     api_key: str | None = None  # None: no key asked for
-    max_body_bytes: int = 1 << 20  # larger request bodies are refused (413) before they are read
-    timeout_s: float = 300.0  # a request's whole time, queue included; then 504 (or an error event in a stream)
+    max_body_bytes: int = MAX_BODY_BYTES  # larger request bodies are refused (413) before they are read
+    timeout_s: float = REQUEST_TIMEOUT_S  # a request's whole time, queue included; then 504 (or an error event)
 
 
 def create_app(engine: BatchEngine, settings: ApiSettings) -> FastAPI:
     """The app serving ``engine`` (whose loop must be running: :meth:`BatchEngine.start`)."""
     app = FastAPI(title="gpt2-onnx", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, api_key=settings.api_key, max_body_bytes=settings.max_body_bytes)
+    defaults = http_defaults(engine.defaults)
+    card = {**_model_card(settings.model_name), "generation_defaults": model_defaults(defaults)}
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -76,12 +78,12 @@ def create_app(engine: BatchEngine, settings: ApiSettings) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [_model_card(settings.model_name)]}
+        return {"object": "list", "data": [card]}
 
     @app.get("/v1/models/{model_id}")
     async def model(model_id: str) -> dict[str, Any]:
         _check_model(model_id, settings.model_name)
-        return _model_card(settings.model_name)
+        return card
 
     @app.api_route("/v1/chat/completions", methods=["GET", "POST"])
     async def chat() -> Response:
@@ -96,7 +98,7 @@ def create_app(engine: BatchEngine, settings: ApiSettings) -> FastAPI:
         deadline = asyncio.get_running_loop().time() + settings.timeout_s
         body = parse_request(_decode_json(await request.body()))
         _check_model(body.model, settings.model_name)
-        job = _Completion(engine, body, settings.model_name)
+        job = _Completion(engine, body, settings.model_name, request_options(body, defaults).options)
         run = job.submit()
         if body.stream:
             headers = {"Cache-Control": "no-cache"}
@@ -145,24 +147,11 @@ def _prompt_ids(engine: BatchEngine, prompt: Prompt, name: str) -> tuple[int, ..
     return tuple(ids)
 
 
-def _spec(engine: BatchEngine, prompt: Prompt, body: CompletionRequest, name: str) -> CompletionSpec:
-    """One prompt of the request as the engine takes it (OpenAI's defaults where the body says nothing)."""
-    ids = _prompt_ids(engine, prompt, name)
-    try:
-        sampling = SamplingParams(
-            temperature=1.0 if body.temperature is None else body.temperature,  # OpenAI's default samples
-            top_p=1.0 if body.top_p is None else body.top_p,
-        )
-        return CompletionSpec(
-            prompt_ids=ids,
-            max_new_tokens=16 if body.max_tokens is None else body.max_tokens,
-            sampling=sampling,
-            seeds=choice_seeds(body),
-            stop=stop_list(body),
-            logprobs=body.logprobs,
-        )
-    except InvalidInputError as exc:
-        raise invalid(exc) from None
+def _spec(
+    engine: BatchEngine, prompt: Prompt, body: CompletionRequest, options: GenerationOptions, name: str
+) -> CompletionSpec:
+    """One prompt of the request as the engine takes it."""
+    return CompletionSpec(prompt_ids=_prompt_ids(engine, prompt, name), options=options, logprobs=body.logprobs)
 
 
 def _timeout() -> ApiError:
@@ -182,20 +171,25 @@ def _sse(data: dict[str, Any]) -> str:
 class _Completion:
     """One POST /v1/completions: its prompts as the engine's specs, their choices' answers, and the bodies."""
 
-    def __init__(self, engine: BatchEngine, body: CompletionRequest, model: str) -> None:
-        self.engine, self.body, self.n = engine, body, body.n or 1
+    def __init__(self, engine: BatchEngine, body: CompletionRequest, model: str, options: GenerationOptions) -> None:
+        self.engine, self.body, self.n = engine, body, options.num_return_sequences
+        self.drawn = options.sequences_drawn  # best_of: this many choices run, the n best answer
         prompts = prompt_list(body.prompt)
-        self.specs = [_spec(engine, prompt, body, prompt_name(i, len(prompts))) for i, prompt in enumerate(prompts)]
+        self.specs = [
+            _spec(engine, prompt, body, options, prompt_name(i, len(prompts))) for i, prompt in enumerate(prompts)
+        ]
         self.answers: list[ChoiceAnswer] = []
         for number, (prompt, spec) in enumerate(zip(prompts, self.specs, strict=True)):
             text = prompt.text if prompt.text is not None else engine.tokenizer.decode(spec.prompt_ids)
             prefix = text if body.echo else ""
-            self.answers += [ChoiceAnswer(number * self.n + choice, prefix) for choice in range(self.n)]
+            self.answers += [ChoiceAnswer(number * self.drawn + choice, prefix) for choice in range(self.drawn)]
         self.head = {"id": completion_id(), "object": "text_completion", "created": now(), "model": model}
 
     def submit(self) -> CompletionRun:
         try:
             return CompletionRun(self.engine, self.specs)
+        except OptionError as exc:  # the options against the model (prompt length, token ids)
+            raise option_error(exc) from None
         except InvalidInputError as exc:
             raise invalid(exc) from None
         except ServerBusyError as exc:
@@ -210,13 +204,17 @@ class _Completion:
         """The whole completion, once every choice has finished."""
         try:
             async for number, update in run.updates(deadline):
-                self.answers[number * self.n + update.choice].add(update)
+                self.answers[number * self.drawn + update.choice].add(update)
         except asyncio.TimeoutError:
             raise _timeout() from None
         except Gpt2OnnxError as exc:
             raise _failed(exc) from None
         with_logprobs = self.body.logprobs is not None
-        choices = [answer.body(self.engine.tokenizer, with_logprobs) for answer in self.answers]
+        best = [best_answers(self.answers[i : i + self.drawn], self.n) for i in range(0, len(self.answers), self.drawn)]
+        choices = [
+            {**answer.body(self.engine.tokenizer, with_logprobs), "index": number}
+            for number, answer in enumerate(a for group in best for a in group)
+        ]
         return {**self.head, "choices": choices, "usage": self.usage(), "system_fingerprint": None}
 
     async def events(self, run: CompletionRun, deadline: float) -> AsyncIterator[str]:
@@ -224,7 +222,7 @@ class _Completion:
         failure or the timeout mid-stream is an error event before [DONE]."""
         try:
             async for number, update in run.updates(deadline):
-                choice = self._chunk(self.answers[number * self.n + update.choice], update)
+                choice = self._chunk(self.answers[number * self.drawn + update.choice], update)
                 if choice is not None:
                     yield _sse({**self.head, "choices": [choice]})
             if self.body.stream_options is not None and self.body.stream_options.include_usage:
@@ -241,8 +239,9 @@ class _Completion:
         answer.add(update)
         text = (answer.prefix if first else "") + update.text
         logprobs = None
-        if update.logprobs is not None:
-            logprobs = logprobs_body(self.engine.tokenizer, [update.token_id], [update.logprobs], offset)
+        if update.top_logprobs is not None:
+            entry = (update.logprob, update.top_logprobs)
+            logprobs = logprobs_body(self.engine.tokenizer, [update.token_id], [entry], offset)
         if not (text or logprobs or update.finish_reason):
             return None
         return {

@@ -1,8 +1,9 @@
 """OpenAI's completions request, checked, and the bodies the server answers with (errors, completions, chunks).
 
-A request is validated field by field: unknown fields are refused, and so are OpenAI fields this server cannot
-honour unless they hold their no-op value (``presence_penalty`` 0, ``best_of`` equal to ``n``, …): a request is
-never answered as if a field it set had been applied. ``user`` is accepted (it identifies the caller and changes
+A request is checked here for its shape (types, unknown fields, the prompt's forms, OpenAI's own limits on ``n``,
+``stop`` and ``logprobs``); what its generation fields mean and which values they may take is decided once, by
+:class:`~gpt2_onnx_runtimes.options.GenerationOptions`, into which :mod:`gpt2_onnx.app.openai_options` converts
+it. ``suffix`` is refused (GPT-2 does not insert); ``user`` is accepted (it identifies the caller and changes
 nothing in the answer).
 """
 
@@ -31,7 +32,6 @@ __all__ = [
 
 MAX_LOGPROBS = 5  # OpenAI's limit on logprobs
 MAX_STOPS = 4  # OpenAI's limit on stop strings
-MAX_SEED = 2**63  # seeds (plus the choice index) lie in [0, 2**63): numpy's generators take them as they are
 
 
 class ApiError(Exception):
@@ -63,29 +63,29 @@ class StreamOptions(BaseModel):
 
 
 class CompletionRequest(BaseModel):
-    """POST /v1/completions. ``None`` means the default, as OpenAI's clients may send null."""
+    """POST /v1/completions. ``None`` (or a field left out) means the default: the export's
+    ``generation_config.json`` where it sets one, else OpenAI's (:mod:`gpt2_onnx.app.openai_options`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
     prompt: Any  # a string, a list of strings, a list of token ids or a list of such lists (checked by prompt_list)
-    max_tokens: int | None = Field(default=16, ge=1)
-    temperature: float | None = Field(default=1.0, ge=0, le=2)  # 0: greedy
-    top_p: float | None = Field(default=1.0, gt=0, le=1)
-    n: int | None = Field(default=1, ge=1)
+    max_tokens: int | None = None
+    temperature: float | None = None  # 0: greedy
+    top_p: float | None = None
+    n: int | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = Field(default=None, ge=0, lt=MAX_SEED)
+    seed: int | None = None
     logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
     echo: bool | None = False
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     user: str | None = None  # the caller's own identifier; changes nothing
-    # OpenAI fields accepted only at the value that leaves the answer unchanged:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     best_of: int | None = None
     logit_bias: dict[str, float] | None = None
-    suffix: str | None = None
+    suffix: str | None = None  # refused unless null: GPT-2 does not insert
 
 
 @dataclass(frozen=True)
@@ -121,18 +121,18 @@ def parse_request(data: object) -> CompletionRequest:
 
 
 def _refuse_unsupported(request: CompletionRequest) -> None:
-    n = request.n or 1
     checks = [
-        ("presence_penalty", request.presence_penalty in (None, 0), "only 0 is supported"),
-        ("frequency_penalty", request.frequency_penalty in (None, 0), "only 0 is supported"),
-        ("best_of", request.best_of in (None, n), "only best_of equal to n is supported"),
-        ("logit_bias", not request.logit_bias, "logit_bias is not supported"),
         ("suffix", request.suffix is None, "suffix (insertion) is not supported by GPT-2"),
         ("stream_options", request.stream_options is None or bool(request.stream), "stream_options needs stream"),
         (
             "logprobs",
             not (request.echo and request.logprobs is not None),
             "logprobs of the prompt (echo with logprobs) are not supported",
+        ),
+        (
+            "best_of",
+            not (request.stream and request.best_of not in (None, request.n or 1)),
+            "best_of above n cannot stream: the best are known only at the end",
         ),
     ]
     for name, ok, reason in checks:
@@ -173,16 +173,6 @@ def prompt_list(prompt: object) -> list[Prompt]:
         if item.text == "" or item.ids == ():
             raise ApiError(400, f"{prompt_name(index, len(found))} is empty; give at least one token", param="prompt")
     return found
-
-
-def choice_seeds(request: CompletionRequest) -> tuple[int, ...]:
-    """One seed per choice: ``seed + i`` for choice i (choice i samples as ``gpt2-onnx run --seed SEED+i``), or
-    fresh random ones when no seed is given."""
-    n = request.n or 1
-    base = request.seed if request.seed is not None else secrets.randbelow(MAX_SEED - n)
-    if base + n > MAX_SEED:
-        raise ApiError(400, f"'seed': seed + n must stay below 2**63, got {base} + {n}", param="seed")
-    return tuple(base + index for index in range(n))
 
 
 API_NAMES = {"max_new_tokens": "max_tokens", "num_return_sequences": "n"}  # the runtime's names → the API's

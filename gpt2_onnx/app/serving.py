@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import shutil
 import socket
 import tempfile
@@ -35,6 +36,7 @@ from gpt2_onnx.errors import InvalidInputError, ManifestError, ServingError, fir
 from gpt2_onnx.interrupts import handlers_kept, signals_deferred
 from gpt2_onnx.manifest import Manifest, read_manifest
 from gpt2_onnx.names import TOKENIZER_FILE
+from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.folder_checks import check_files, check_runtime_version
 from gpt2_onnx_runtimes.providers import ProviderName, ensure_provider_loadable
@@ -101,7 +103,7 @@ class Gpt2OnnxReplica:
 
     def __init__(self, config: ReplicaConfig) -> None:
         bind_replica_grpc_to_node()  # before Serve starts it, once this constructor returns
-        runtime = RuntimeOptions(provider=config.provider, intra_op_threads=config.threads)
+        runtime = RuntimeOptions(provider=config.provider, intra_op_threads=replica_threads(config))
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
         self._app = create_app(self._engine, config.api)
@@ -116,6 +118,15 @@ class Gpt2OnnxReplica:
 
     def __del__(self) -> None:
         self._engine.close()
+
+
+def replica_threads(config: ReplicaConfig) -> int | None:
+    """A replica's ONNX Runtime threads: as configured, else (on the CPU) the CPUs Ray reserved for it, so that
+    ``gpt2-onnx serve`` and a Serve config file give a replica the same threads; None (CUDA): ONNX Runtime's."""
+    if config.threads is not None or config.provider != "cpu":
+        return config.threads
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    return max(1, math.floor(cpus))
 
 
 def _replica_options(engine: EngineOptions) -> dict[str, Any]:
@@ -151,11 +162,11 @@ BUILDER_ARGS = {
     "model_name": "the name clients pass [the folder's name]",
     "api_key": "require this Bearer key",
     "provider": "cpu or cuda [cpu]",
-    "threads": "ONNX Runtime threads per replica [ONNX Runtime's default]",
-    "max_batch": "rows decoded together [16]",
-    "max_queue": "requests waiting per replica [64]",
-    "timeout": "seconds per request [300]",
-    "max_body_bytes": "[1048576]",
+    "threads": "ONNX Runtime threads per replica [the CPUs Ray gives the replica]",
+    "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
+    "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
+    "timeout": f"seconds per request [{REQUEST_TIMEOUT_S:g}]",
+    "max_body_bytes": f"[{MAX_BODY_BYTES}]",
 }
 
 
@@ -168,12 +179,14 @@ def app_builder(args: dict[str, Any]) -> Any:
         problem = f"unknown args {', '.join(unknown)}" if unknown else "args lack 'export'"
         raise InvalidInputError(f"{problem}; the args are {', '.join(BUILDER_ARGS)}")
     export = str(args["export"])
-    engine = EngineOptions(max_rows=int(args.get("max_batch", 16)), max_waiting=int(args.get("max_queue", 64)))
+    engine = EngineOptions(
+        max_rows=int(args.get("max_batch", MAX_BATCH_ROWS)), max_waiting=int(args.get("max_queue", MAX_WAITING))
+    )
     api = ApiSettings(
         model_name=str(args.get("model_name") or Path(export).name),
         api_key=args.get("api_key") or None,
-        max_body_bytes=int(args.get("max_body_bytes", 1 << 20)),
-        timeout_s=float(args.get("timeout", 300.0)),
+        max_body_bytes=int(args.get("max_body_bytes", MAX_BODY_BYTES)),
+        timeout_s=float(args.get("timeout", REQUEST_TIMEOUT_S)),
     )
     threads = args.get("threads")
     provider = cast("ProviderName", str(args.get("provider", "cpu")))

@@ -2,8 +2,8 @@
 
 Every flag defaults to "not given" (None), so that the export's ``generation_config.json`` can supply the value
 (see :mod:`gpt2_onnx_runtimes.generation_defaults`), else GenerationOptions' own default, which each help text states.
-Flags the chosen mode would ignore are refused here with the flag's name: sampling flags without sampling
-(``--sample`` or the checkpoint's ``do_sample``), beam flags without ``--num-beams`` > 1.
+Which flags a mode reads is GenerationOptions' rule alone: a flag the chosen mode would ignore is refused there, and
+the command line names it by its flag (:class:`~gpt2_onnx.errors.OptionError`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import click
 
 from gpt2_onnx.errors import InvalidInputError
 
-__all__ = ["FLAGS", "generation_flags", "given_options", "refuse_unread_flags"]
+__all__ = ["FLAGS", "generation_flags", "given_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _DEFAULT = " [default: the checkpoint's, else {}]"
@@ -37,9 +37,11 @@ FLAGS: dict[str, str] = {
     "no_repeat_ngram_size": "--no-repeat-ngram-size",
     "min_new_tokens": "--min-new-tokens",
     "forced_eos_token_id": "--forced-eos-token-id",
+    "presence_penalty": "--presence-penalty",
+    "frequency_penalty": "--frequency-penalty",
+    "logit_bias": "--logit-bias",
+    "best_of": "--best-of",
 }
-SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "seed")
-BEAM_FLAGS = ("length_penalty", "early_stopping")
 
 
 _EARLY_STOPPING: dict[str, bool | str] = {"true": True, "false": False, "never": "never"}
@@ -57,6 +59,17 @@ def _id_list(ctx: click.Context, param: click.Parameter, values: Sequence[str]) 
         except ValueError:
             raise click.BadParameter(f"'{value}' is not comma-separated token ids (e.g. 11,262)") from None
     return sequences
+
+
+def _logit_bias(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> dict[int, float]:
+    bias: dict[int, float] = {}
+    for value in values:
+        token, _, number = value.partition("=")
+        try:
+            bias[int(token)] = float(number)
+        except ValueError:
+            raise click.BadParameter(f"'{value}' is not TOKEN_ID=BIAS (e.g. 50256=-100)") from None
+    return bias
 
 
 _OPTIONS: list[Callable[[F], F]] = [
@@ -138,6 +151,31 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="The last token allowed (the --max-new-tokens-th) is "
         "this one (repeatable: one of these; GPT-2's end-of-text is 50256).",
     ),
+    click.option(
+        "--presence-penalty",
+        type=float,
+        default=None,
+        help="OpenAI's: minus this from each token generated once or more (-2..2)." + _DEFAULT.format(0),
+    ),
+    click.option(
+        "--frequency-penalty",
+        type=float,
+        default=None,
+        help="OpenAI's: minus this × each token's count so far (-2..2)." + _DEFAULT.format(0),
+    ),
+    click.option(
+        "--logit-bias",
+        multiple=True,
+        callback=_logit_bias,
+        help="OpenAI's: TOKEN_ID=BIAS added to that token's logit (repeatable; -100..100).",
+    ),
+    click.option(
+        "--best-of",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Sampling: draw this many per prompt, keep the --num-return-sequences with the best log-probability "
+        "per token (OpenAI's best_of).",
+    ),
 ]
 
 
@@ -150,7 +188,7 @@ def generation_flags(command: F) -> F:
 
 def given_options(params: Mapping[str, Any], encode: Callable[[str], list[int]]) -> dict[str, Any]:
     """The GenerationOptions fields the user gave (flags left out are absent)."""
-    given = {name: params[name] for name in FLAGS if name in params and params[name] not in (None, ())}
+    given = {name: params[name] for name in FLAGS if name in params and params[name] not in (None, (), {})}
     if "early_stopping" in given:
         given["early_stopping"] = _early_stopping(given["early_stopping"])
     if "forced_eos_token_id" in given:
@@ -161,15 +199,3 @@ def given_options(params: Mapping[str, Any], encode: Callable[[str], list[int]])
     if words:
         given["bad_words_ids"] = tuple(words)
     return given
-
-
-def refuse_unread_flags(given: Mapping[str, Any], sampling: bool, beams: int) -> None:
-    """Refuse (exit 2) flags that the chosen mode would not read, naming them and the flag that enables them."""
-    for names, enabled, enabler in (
-        (SAMPLING_FLAGS, sampling, "--sample"),
-        (BEAM_FLAGS, beams > 1, "--num-beams > 1"),
-    ):
-        unread = [FLAGS[name] for name in names if name in given]
-        if unread and not enabled:
-            verb = "applies" if len(unread) == 1 else "apply"
-            raise InvalidInputError(f"{' and '.join(unread)} {verb} only with {enabler}")

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpt2_onnx.cli.display import echo_json
-from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options, refuse_unread_flags
+from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.wording import plural
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def _stream_one(model: Gpt2Onnx, prompt: str, options: GenerationOptions) -> Non
 
 def _refuse_ignored_options(ctx: click.Context) -> None:
     """No option is silently ignored: each that would have no effect here is refused (exit 2). The generation
-    flags' own rules (sampling flags without sampling, beam flags without beams) are :func:`refuse_unread_flags`'."""
+    flags' own rules (sampling flags without sampling, beam flags without beams) are GenerationOptions'."""
     if ctx.params.get("as_json"):
         refuse_given(ctx, ["no_stream"], "only without --json (JSON lines are never streamed)")
 
@@ -154,10 +154,7 @@ def _describe(values: Mapping[str, Any]) -> str:
 
 def _resolve(checkpoint: CheckpointDefaults, given: dict[str, Any]) -> ResolvedOptions:
     """The options to run with: the checkpoint's defaults under the flags given; flags that the mode would not
-    read are refused, and the checkpoint's values used or left out are stated on stderr."""
-    defaults = checkpoint.values
-    sampling = bool(given.get("do_sample", defaults.get("do_sample", False)))
-    refuse_unread_flags(given, sampling, int(given.get("num_beams", defaults.get("num_beams", 1))))
+    read are refused (by GenerationOptions), and the checkpoint's values used or left out are stated on stderr."""
     resolved = checkpoint.resolve(**given)
     used = {name: getattr(resolved.options, name) for name in resolved.from_checkpoint()}
     if used:
@@ -251,24 +248,23 @@ def run(
       gpt2-onnx run out --prompts prompts.txt --batch-size 8 --json > results.jsonl
       echo "Once upon a time" | gpt2-onnx run out
     """
-    from gpt2_onnx.app.generate import generation_setup, load_for_generation
+    from gpt2_onnx.app.generate import load_for_generation, open_export
 
-    manifest = read_manifest(folder)
+    # opened once, before the prompts are read and the options resolved, so both are refused before the model loads
+    export = open_export(folder, fingerprint_options(no_sha256_check))
     _refuse_ignored_options(ctx)
     prompts = _read_prompts(prompt, prompts_file)
-    integrity = fingerprint_options(no_sha256_check)
-    checkpoint, tokenizer = generation_setup(folder, manifest, integrity)  # options are refused before the model loads
-    given = given_options(flags, tokenizer.encode)
+    checkpoint, manifest = export.defaults, export.manifest
+    given = given_options(flags, export.tokenizer.encode)
     given.update({"stop": stop} if stop else {})
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
     model = load_for_generation(
-        folder,
+        export,
         provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
         threads,
         layout,  # type: ignore[arg-type]  # likewise the layouts'
-        integrity,
     )
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)

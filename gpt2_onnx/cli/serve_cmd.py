@@ -7,7 +7,6 @@ without the ``serve`` extra. The API key may come from GPT2_ONNX_API_KEY: read h
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 from pathlib import Path
@@ -18,6 +17,7 @@ import click
 from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
 from gpt2_onnx.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx.interrupts import ignore_interrupts
+from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.openai_api import ApiSettings
@@ -102,23 +102,29 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     help="Ray CPUs reserved by each replica [this machine's cores / replicas; 1 on a cluster].",
 )
 @click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None, help="With --provider cuda [1].")
-@click.option("--max-batch", type=click.IntRange(min=1), default=16, show_default=True, help="Rows decoded together.")
+@click.option(
+    "--max-batch", type=click.IntRange(min=1), default=MAX_BATCH_ROWS, show_default=True, help="Rows decoded together."
+)
 @click.option(
     "--max-queue",
     type=click.IntRange(min=0),
-    default=64,
+    default=MAX_WAITING,
     show_default=True,
     help="Requests waiting per replica; one more is answered 503 at once.",
 )
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
+    default=REQUEST_TIMEOUT_S,
     show_default=True,
     help="Seconds a request may take, waiting included; then 504.",
 )
 @click.option(
-    "--max-body-bytes", type=click.IntRange(min=1), default=1 << 20, show_default=True, help="Larger bodies: 413."
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_BODY_BYTES,
+    show_default=True,
+    help="Larger bodies: 413.",
 )
 def serve(
     export: Path,
@@ -168,7 +174,7 @@ def serve(
         ),
         export=export,
         provider=cast("ProviderName", provider),  # click.Choice admits only these names
-        threads=threads if threads is not None or provider == "cuda" else max(1, math.floor(cpus)),
+        threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
         host=host,
         port=port,
         replicas=(replicas, max_replicas),

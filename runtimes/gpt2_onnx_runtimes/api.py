@@ -16,9 +16,10 @@ import numpy as np
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import DECODE, PREFILL, TOKENIZER_FILE
+from gpt2_onnx.names import DECODE, PREFILL
 from gpt2_onnx.perplexity import Perplexity, WindowPlan, model_plan
 from gpt2_onnx.providers import ProviderName
+from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.perplexity import export_log_probs
@@ -60,8 +61,13 @@ class Gpt2Onnx:
             raise InvalidInputError(
                 f"provider '{provider}' contradicts options.provider '{options.provider}'; give one of them"
             )
-        loaded = LoadedExport.load(Path(folder), options)
-        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE), CheckpointDefaults.read(folder))
+        return cls.open(ExportFolder.open(folder, options.integrity), options)
+
+    @classmethod
+    def open(cls, export: ExportFolder, options: RuntimeOptions | None = None) -> Gpt2Onnx:
+        """Load an opened folder (its files checked once, its tokenizer and defaults read once)."""
+        loaded = LoadedExport.open(export, options or RuntimeOptions())
+        return cls(loaded, export.tokenizer, export.defaults)
 
     @property
     def manifest(self) -> Manifest:
@@ -118,12 +124,11 @@ class Gpt2Onnx:
         """Iterate text as tokens arrive; a character split across tokens comes out whole, and nothing past a stop
         string is yielded. The chunks join to the text :meth:`generate` returns; ``.result`` has the rest."""
         options = options or self.options()
-        if options.num_return_sequences > 1:
-            raise OptionError(
-                f"a stream gives one sequence, not {{num_return_sequences}} {options.num_return_sequences}: "
-                "use generate",
-                "num_return_sequences",
+        if options.num_return_sequences > 1 or options.sequences_drawn > 1:
+            several, name = max(
+                (options.num_return_sequences, "num_return_sequences"), (options.sequences_drawn, "best_of")
             )
+            raise OptionError(f"a stream gives one sequence, not {{{name}}} {several}: use generate", name)
         generation = Generation(self._loaded, self._prompt_ids([prompt]), options, self.tokenizer)
         return TextStream(generation, self.tokenizer, options.stop, prompt)
 

@@ -12,11 +12,11 @@ iteration of its loop:
     4. chooses each row's next token (its own sampling, generator, stop strings, logprobs), reports it, and lets
        finished rows leave (the batch compacted, padding no row needs any more trimmed).
 
-So a request's tokens are the ones it gets alone: greedy takes the same argmax of the same logits (up to the
-floating-point rounding that batching and padding may shift, as in any batched run), and sampling draws from the
-choice's own generator, seeded as ``gpt2-onnx run --seed`` seeds it. The engine is Python and ONNX Runtime only:
-no torch and no web framework; :meth:`submit` may be called from any thread, the loop runs on one of its own
-(:meth:`start`) or is driven step by step (:meth:`step`) by tests.
+So a request's tokens are the ones it gets alone: every choice runs the generation core
+(:mod:`gpt2_onnx_runtimes.decoding`: token choice, end rule, seeding) that ``gpt2-onnx run`` runs, on logits
+equal to its own up to the floating-point rounding that batching and padding may shift (as in any batched run).
+The engine is Python and ONNX Runtime only: no torch and no web framework; :meth:`submit` may be called from any
+thread, the loop runs on one of its own (:meth:`start`) or is driven step by step (:meth:`step`) by tests.
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from gpt2_onnx.batching import position_ids
-from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, OptionError, ServerBusyError
+from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, ServerBusyError
 from gpt2_onnx.names import KV_KINDS, past_name, present_name
-from gpt2_onnx.wording import plural
+from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_WAITING
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
-from gpt2_onnx_runtimes.batch_rows import Choice, ChoiceUpdate, CompletionSpec, RequestFailed, Sink, Update
+from gpt2_onnx_runtimes.batch_requests import Choice, ChoiceUpdate, CompletionSpec, RequestFailed, Sink, Update
+from gpt2_onnx_runtimes.decoding import EndRule, TokenChooser, new_rows, seed_of
+from gpt2_onnx_runtimes.export_folder import ExportFolder
+from gpt2_onnx_runtimes.generation import check_prompts, special_tokens
+from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions, onnxruntime_errors
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
@@ -50,8 +53,8 @@ log = logging.getLogger(__name__)
 class EngineOptions:
     """Limits of one engine."""
 
-    max_rows: int = 16  # rows (choices) decoded together
-    max_waiting: int = 64  # requests waiting for rows; one more is refused at once (ServerBusyError)
+    max_rows: int = MAX_BATCH_ROWS  # rows (choices) decoded together
+    max_waiting: int = MAX_WAITING  # requests waiting for rows; one more is refused at once (ServerBusyError)
     max_prefill_tokens: int = 2048  # prompt tokens prefilled between two decode steps (one prompt at least)
     trim_columns: int = 16  # leading padding columns no row needs that make the batch drop them
 
@@ -76,6 +79,7 @@ class Ticket:
 
     def __init__(self, number: int, spec: CompletionSpec, sink: Sink) -> None:
         self.number, self.spec, self.sink = number, spec, sink
+        self.seed = seed_of(spec.options)  # the request's choices are seeded from it by the core's rule
         self._cancelled = threading.Event()
         self.open_choices = spec.choices
 
@@ -90,12 +94,18 @@ class Ticket:
 class BatchEngine:
     """Batches the requests submitted to it over one loaded export (see the module docstring)."""
 
-    def __init__(self, loaded: LoadedExport, tokenizer: TextTokenizer, options: EngineOptions | None = None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedExport,
+        tokenizer: TextTokenizer,
+        options: EngineOptions | None = None,
+        defaults: CheckpointDefaults | None = None,
+    ) -> None:
         self.loaded, self.tokenizer = loaded, tokenizer
+        self.defaults = defaults or CheckpointDefaults()  # the export's generation_config.json, for its callers
         self.options = options or EngineOptions()
         dims = loaded.manifest.dims
         self.dims = dims
-        self._eos = loaded.manifest.tokens.get("eos_token_id")
         layers = range(dims.n_layer)
         self._names = (
             [past_name(i, kv) for i in layers for kv in KV_KINDS],
@@ -114,23 +124,16 @@ class BatchEngine:
     def load(
         cls, folder: str | Path, runtime: RuntimeOptions | None = None, options: EngineOptions | None = None
     ) -> BatchEngine:
-        """Load an export folder (checked against its manifest) and its tokenizer into a new engine."""
-        from gpt2_onnx_runtimes.api import TOKENIZER_FILE
-
-        loaded = LoadedExport.load(Path(folder), runtime or RuntimeOptions())
-        return cls(loaded, TextTokenizer(Path(folder) / TOKENIZER_FILE), options)
+        """Open an export folder (checked once: :class:`ExportFolder`) and load it into a new engine."""
+        runtime = runtime or RuntimeOptions()
+        export = ExportFolder.open(folder, runtime.integrity)
+        return cls(LoadedExport.open(export, runtime), export.tokenizer, options, export.defaults)
 
     def check(self, spec: CompletionSpec) -> None:
-        """Refuse a request the engine could never run (InvalidInputError naming the limit)."""
-        positions = self.dims.n_positions
-        check_prompt_ids(spec.prompt_ids, self.dims.vocab_size, "the prompt")
-        prompt = len(spec.prompt_ids)
-        if prompt + spec.max_new_tokens > positions:
-            raise OptionError(
-                f"the prompt has {plural(prompt, 'token')}; with {{max_new_tokens}} {spec.max_new_tokens} that is "
-                f"{prompt + spec.max_new_tokens}, beyond the model's {positions} positions",
-                "max_new_tokens",
-            )
+        """Refuse a request the engine could never run (InvalidInputError naming the limit): the prompt and
+        options as generation checks them, and more choices than the batch holds."""
+        check_prompts(self.loaded, [spec.prompt_ids], spec.options)
+        special_tokens(self.loaded, spec.options)
         if spec.choices > self.options.max_rows:
             raise InvalidInputError(f"n is {spec.choices}; this server decodes at most {self.options.max_rows}")
 
@@ -199,7 +202,12 @@ class BatchEngine:
         try:
             runner = KvCacheRunner(self.loaded, capacity=ids.shape[1])
             logits = runner.prefill(ids, mask, position_ids(mask))[0]  # (V,)
-            choices = [Choice(spec, index, ticket.sink, self.tokenizer, self._eos) for index in range(spec.choices)]
+            eos, _ = special_tokens(self.loaded, spec.options)
+            choose = TokenChooser(spec.options, eos, top=spec.logprobs or 0)
+            end = EndRule(spec.options, eos, self.tokenizer)
+            rows = new_rows([spec.prompt_ids], spec.options, ticket.seed)
+            with_top = spec.logprobs is not None
+            choices = [Choice(row, choose, end, self.tokenizer, with_top) for row in rows]
             joining = [choice for choice in choices if self._report(ticket, choice.advance(logits))]
             if joining and not ticket.cancelled:
                 past = runner.past or []
@@ -214,7 +222,7 @@ class BatchEngine:
         batch = self._batch
         if batch.length + 1 > self.dims.n_positions:  # padding no row needs would push the step past the positions
             batch.trim()
-        tokens = np.asarray([choice.generated[-1] for _, choice in self._rows], dtype=np.int64)  # (B,)
+        tokens = np.asarray([choice.last_token for _, choice in self._rows], dtype=np.int64)  # (B,)
         session = self.loaded.steps.decode
         with onnxruntime_errors("the batched decode step"):
             logits = batch.decode(session, tokens, self._names, self.loaded.steps.constant_inputs)  # (B, V)

@@ -2,16 +2,17 @@
 search runs through :mod:`gpt2_onnx_runtimes.beam_generation`; :func:`generate_ids` picks).
 
 Batches are left-padded; every row's tokens equal what that prompt gives alone (greedy exactly; sampling too,
-since each row draws from its own generator: seeded with ``seed`` for a prompt's first sequence and with
-``(seed, j)`` for its sequence j when ``num_return_sequences`` asks for several). Several sequences of one prompt
-share one prefill: the prompt's cache rows are copied into one row per sequence.
+since each row draws from its own generator, seeded by :func:`gpt2_onnx_runtimes.decoding.row_seed`). The token
+choice, the end rule and the seeding rule are :mod:`gpt2_onnx_runtimes.decoding`'s, which serve's batching engine
+runs too. Several sequences of one prompt share one prefill: the prompt's cache rows are copied into one row per
+sequence; with ``best_of`` the best ``num_return_sequences`` of them are returned.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,12 +20,11 @@ from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx.errors import InvalidInputError, OptionError
 from gpt2_onnx.interrupts import raise_if_interrupted
 from gpt2_onnx.wording import plural
+from gpt2_onnx_runtimes.decoding import EndRule, TokenChooser, best_sequences, new_rows, seed_of
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.options import GenerationOptions
-from gpt2_onnx_runtimes.processors import RowHistory, chosen_logprobs, logits_processors, sampling_warpers
 from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids, check_token_ids
 from gpt2_onnx_runtimes.results import FinishReason, GenerationResult, step_timings
-from gpt2_onnx_runtimes.sampling import draw, greedy
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
@@ -49,20 +49,6 @@ class StepEvent:
     tokens: list[int | None]
 
 
-@dataclass
-class _Row:
-    prompt_ids: list[int]
-    index: int  # the prompt's place in the batch
-    sequence: int  # among the prompt's returned sequences
-    generated: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    finish: FinishReason | None = None
-    text: str | None = None  # set when a stop string cut it
-
-    def history(self) -> RowHistory:
-        return RowHistory(self.prompt_ids + self.generated, len(self.prompt_ids))
-
-
 def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], options: GenerationOptions) -> None:
     """Refuse prompts and token-id options that the model cannot take (one line each)."""
     dims = loaded.manifest.dims
@@ -79,6 +65,7 @@ def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], option
     for seq in options.bad_words_ids:
         check_token_ids(seq, dims.vocab_size, "bad_words_ids")
     check_token_ids(options.forced_eos_token_id, dims.vocab_size, "forced_eos_token_id")
+    check_token_ids([token for token, _ in options.logit_bias], dims.vocab_size, "logit_bias")
 
 
 def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tuple[int, ...], int]:
@@ -89,35 +76,6 @@ def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tu
         raise OptionError("{min_new_tokens} needs an end-of-text token, and the manifest names none", "min_new_tokens")
     eos_ids = () if options.ignore_eos or eos is None else (int(eos),)
     return eos_ids, int(tokens.get("pad_token_id") or tokens.get("eos_token_id") or 0)
-
-
-def _stop_cut(text: str, stops: Sequence[str]) -> int | None:
-    cuts = [index for index in (text.find(s) for s in stops) if index >= 0]
-    return min(cuts) if cuts else None
-
-
-def _row_seed(seed: int, sequence: int) -> int | list[int]:
-    return seed if sequence == 0 else [seed, sequence]
-
-
-class _Selector:
-    """Chooses next tokens for a batch under the options (processors, then warpers when sampling, in
-    transformers' order), with the log-probability of each choice."""
-
-    def __init__(self, options: GenerationOptions, rows: Sequence[_Row], eos_ids: tuple[int, ...]) -> None:
-        self.options = options
-        self.processors = logits_processors(options, eos_ids)
-        self.warpers = sampling_warpers(options)
-        seed = options.seed if options.seed is not None else int(np.random.default_rng().integers(2**63))
-        self.generators = [np.random.default_rng(_row_seed(seed, row.sequence)) for row in rows]
-
-    def __call__(self, logits: np.ndarray, rows: Sequence[_Row]) -> tuple[np.ndarray, np.ndarray]:
-        """(B, V) logits → (B,) chosen ids and (B,) their log-probabilities."""
-        histories = [row.history() for row in rows]
-        scores = self.warpers(self.processors(logits, histories), histories)
-        chosen = draw(scores, self.generators) if self.options.do_sample else greedy(scores)
-        logprobs = chosen_logprobs(scores, chosen)  # (B,)
-        return chosen, logprobs
 
 
 class Generation:
@@ -142,8 +100,7 @@ class Generation:
         self._loaded, self._options, self._tokenizer = loaded, options, tokenizer
         self._eos, self._pad = special_tokens(loaded, options)
         self._prompts = [[int(t) for t in p] for p in prompts]
-        count = options.num_return_sequences
-        self._rows = [_Row(p, index, j) for index, p in enumerate(self._prompts) for j in range(count)]
+        self._rows = new_rows(self._prompts, options, seed_of(options))
         self._timings = {"prefill_s": 0.0, "total_s": 0.0}
         self._step_times: list[float] = []
         self._done = False
@@ -160,25 +117,24 @@ class Generation:
         self._done = True
         rows, pad, options = self._rows, self._pad, self._options
         ids, mask = left_pad(self._prompts, pad)  # (P, T): each prompt once
-        selector = _Selector(options, rows, self._eos)
+        choose, end = TokenChooser(options, self._eos), EndRule(options, self._eos, self._tokenizer)
         runner = KvCacheRunner(self._loaded, capacity=ids.shape[1] + options.max_new_tokens, max_batch=len(rows))
         start = time.perf_counter()
         logits = runner.prefill(ids, mask, position_ids(mask))  # (P, V)
         if len(rows) > len(self._prompts):  # several sequences per prompt: one cache row each, from one prefill
-            copies = np.repeat(np.arange(len(self._prompts)), options.num_return_sequences)  # (B,)
+            copies = np.repeat(np.arange(len(self._prompts)), options.sequences_drawn)  # (B,)
             runner.reorder(copies)
             logits, mask = logits[copies], mask[copies]  # (B, V), (B, T)
         self._timings["prefill_s"] = time.perf_counter() - start
         next_pos = mask.sum(axis=1, keepdims=True)  # (B, 1): each row's next position
         for step in range(options.max_new_tokens):
             raise_if_interrupted()  # an interrupt that something swallowed still ends the generation
-            chosen, logprobs = selector(logits, rows)  # (B,), (B,)
+            chosen, logprobs, _ = choose(logits, rows)  # (B,), (B,)
             event: list[int | None] = []
             for row, token, logprob in zip(rows, chosen.tolist(), logprobs.tolist(), strict=True):
                 event.append(None if row.finish else token)
                 if not row.finish:
-                    row.logprobs.append(logprob)
-                    _advance(row, token, self._eos, options, self._tokenizer)
+                    end.advance(row, token, logprob)
             self._timings["total_s"] = time.perf_counter() - start
             yield StepEvent(step, event)
             if all(r.finish for r in rows):
@@ -194,9 +150,14 @@ class Generation:
         return self._rows[row].finish is not None
 
     def results(self) -> list[GenerationResult]:
-        """The results so far (complete once :meth:`steps` is exhausted), one per row, prompt-major."""
+        """The results so far (complete once :meth:`steps` is exhausted), one per returned sequence, prompt-major
+        (with ``best_of``, each prompt's best ``num_return_sequences``, best first)."""
         timings = step_timings(self._timings["prefill_s"], self._timings["total_s"], self._step_times)
-        return [_result(row, self._tokenizer, timings) for row in self._rows]
+        results = [row.result(self._tokenizer, timings) for row in self._rows]
+        drawn, returned = self._options.sequences_drawn, self._options.num_return_sequences
+        if drawn == returned:
+            return results
+        return [r for i in range(0, len(results), drawn) for r in best_sequences(results[i : i + drawn], returned)]
 
 
 def generate_ids(
@@ -213,36 +174,3 @@ def generate_ids(
 
         return BeamSearch(loaded, prompts, options, tokenizer).run()
     return Generation(loaded, prompts, options, tokenizer).run()
-
-
-def _advance(
-    row: _Row, token: int, eos: tuple[int, ...], options: GenerationOptions, tokenizer: TextTokenizer | None
-) -> None:
-    row.generated.append(token)  # the end-of-text token too, as transformers returns it
-    if token in eos:
-        row.finish = "eos"
-        return
-    if options.stop and tokenizer is not None:
-        text = tokenizer.decode(row.generated)
-        cut = _stop_cut(text, options.stop)
-        if cut is not None:
-            row.finish, row.text = "stop", text[:cut]
-            return
-    if len(row.generated) >= options.max_new_tokens:
-        row.finish = "length"
-
-
-def _result(row: _Row, tokenizer: TextTokenizer | None, timings: dict[str, float]) -> GenerationResult:
-    text = row.text if row.text is not None else (tokenizer.decode(row.generated) if tokenizer else "")
-    return GenerationResult(
-        prompt=None,
-        prompt_ids=row.prompt_ids,
-        token_ids=row.generated,
-        text=text,
-        finish_reason=row.finish or "length",
-        timings=dict(timings),
-        index=row.index,
-        sequence=row.sequence,
-        token_logprobs=row.logprobs,
-        score=float(sum(row.logprobs)),
-    )

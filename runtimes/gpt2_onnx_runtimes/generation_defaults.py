@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from gpt2_onnx.errors import InvalidInputError, ManifestError
-from gpt2_onnx_runtimes.options import BEAM_ONLY, SAMPLING_ONLY, GenerationOptions
+from gpt2_onnx.errors import InvalidInputError, ManifestError, OptionError
+from gpt2_onnx_runtimes.options import BEAM_ONLY, SAMPLING_ONLY, GenerationOptions, refuse_unread
 
 __all__ = ["GENERATION_CONFIG_FILE", "CheckpointDefaults", "ResolvedOptions"]
 
@@ -113,8 +113,9 @@ _NOT_APPLIED_HINT = {
 
 @dataclass(frozen=True)
 class ResolvedOptions:
-    """Options with their provenance: ``sources[name]`` is "given" or "checkpoint" for every field that does not
-    hold GenerationOptions' own default; ``unused`` names the checkpoint's values the mode does not read."""
+    """Options with their provenance: ``sources[name]`` is "given", "checkpoint" or "default" (the caller's own
+    default, :meth:`CheckpointDefaults.resolve_over`) for every field that does not hold GenerationOptions' own
+    default; ``unused`` names the checkpoint's values the mode does not read."""
 
     options: GenerationOptions
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -175,12 +176,18 @@ class CheckpointDefaults:
 
     def resolve(self, **given: Any) -> ResolvedOptions:
         """GenerationOptions from these defaults and the ``given`` options (which win)."""
+        return self.resolve_over({}, given)
+
+    def resolve_over(self, base: Mapping[str, Any], given: Mapping[str, Any]) -> ResolvedOptions:
+        """As :meth:`resolve`, with ``base`` between GenerationOptions' defaults and the checkpoint's: a caller's
+        own defaults (the completions API's 16 tokens, sampled), which the checkpoint's values override."""
         known = {f.name for f in fields(GenerationOptions)}
-        unknown = sorted(set(given) - known)
+        unknown = sorted((set(given) | set(base)) - known)
         if unknown:
             raise InvalidInputError(f"unknown generation option {unknown[0]!r}")
-        merged = {**self.values, **given}
+        merged = {**base, **self.values, **given}
         sampling, beams = bool(merged.get("do_sample", False)), int(merged.get("num_beams", 1))
+        refuse_unread(list(given), sampling, beams)  # given, even at its neutral value: the mode would not read it
         unused: dict[str, str] = {}
         for name in [n for n in self.values if n not in given]:
             why = _unused_because(name, merged[name], sampling, beams)
@@ -193,14 +200,26 @@ class CheckpointDefaults:
             taken = ", ".join(f"{n} {merged[n]!r}" for n in self.values if n in merged and n not in given)
             if not taken:
                 raise
-            raise InvalidInputError(f"{exc} (with the checkpoint's {GENERATION_CONFIG_FILE}: {taken})") from exc
+            where = f" (with the checkpoint's {GENERATION_CONFIG_FILE}: {taken})"
+            if isinstance(exc, OptionError):  # still naming the options, so each caller spells them its way
+                raise OptionError(exc.template + where, *exc.names) from exc
+            raise InvalidInputError(f"{exc}{where}") from exc
         defaults = GenerationOptions()
         sources = {
-            name: "given" if name in given else "checkpoint"
+            name: "given" if name in given else "checkpoint" if name in self.values else "default"
             for name in merged
             if name in given or getattr(options, name) != getattr(defaults, name)
         }
         return ResolvedOptions(options, sources, unused, dict(self.not_applied))
+
+    def without(self, names: Mapping[str, str]) -> CheckpointDefaults:
+        """These defaults with ``names``' values moved to ``not_applied``, each with its reason (what a caller
+        that cannot apply them, such as the completions API, reports instead)."""
+        dropped = {
+            name: f"{self.values[name]!r} is not applied: {why}" for name, why in names.items() if name in self.values
+        }
+        values = {name: value for name, value in self.values.items() if name not in dropped}
+        return CheckpointDefaults(values, {**self.not_applied, **dropped}, self.source)
 
 
 def _unused_because(name: str, value: Any, sampling: bool, beams: int) -> str | None:

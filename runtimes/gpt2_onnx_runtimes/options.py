@@ -10,19 +10,29 @@ stop strings with beam search are not supported and refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gpt2_onnx.errors import OptionError
 
-__all__ = ["BEAM_ONLY", "SAMPLING_ONLY", "EarlyStopping", "GenerationOptions"]
+__all__ = [
+    "BEAM_ONLY",
+    "MAX_LOGIT_BIAS",
+    "MAX_PENALTY",
+    "SAMPLING_ONLY",
+    "EarlyStopping",
+    "GenerationOptions",
+    "refuse_unread",
+]
 
 EarlyStopping = bool | Literal["never"]
 # Options that only sampling reads, with their neutral values: set to anything else without do_sample, refused.
 SAMPLING_ONLY: dict[str, object] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": None}
 # Options that only beam search reads, with their neutral values: set otherwise with num_beams 1, refused.
 BEAM_ONLY: dict[str, object] = {"length_penalty": 1.0, "early_stopping": False}
+MAX_PENALTY = 2.0  # OpenAI's range for presence_penalty and frequency_penalty: [-2, 2]
+MAX_LOGIT_BIAS = 100.0  # OpenAI's range for a logit_bias value: [-100, 100]
 
 
 def _token_ids(value: object, name: str, what: str) -> tuple[int, ...]:
@@ -54,6 +64,10 @@ class GenerationOptions:
     min_new_tokens: int = 0  # no end-of-text before this many new tokens; every mode
     bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never produced; every mode
     forced_eos_token_id: tuple[int, ...] = ()  # the last token allowed is forced to one of these; every mode
+    presence_penalty: float = 0.0  # OpenAI's: minus this from each token generated at least once; every mode
+    frequency_penalty: float = 0.0  # OpenAI's: minus this × how often each token was generated; every mode
+    logit_bias: tuple[tuple[int, float], ...] = ()  # OpenAI's: (token id, bias) added to its logit; every mode
+    best_of: int | None = None  # sampling: draw this many per prompt, return the num_return_sequences best
 
     def __post_init__(self) -> None:
         bad = self.bad_words_ids
@@ -71,7 +85,9 @@ class GenerationOptions:
             _token_ids(self.forced_eos_token_id, "forced_eos_token_id", "{forced_eos_token_id}"),
         )
         object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "logit_bias", _logit_bias(self.logit_bias))
         self._check_values()
+        self._check_openai()
         self._check_modes()
 
     def _check_values(self) -> None:
@@ -92,6 +108,8 @@ class GenerationOptions:
                 f"{{repetition_penalty}} must be a finite number > 0, got {self.repetition_penalty}",
                 "repetition_penalty",
             )
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise OptionError(f"{{seed}} must be an integer >= 0, got {self.seed!r}", "seed")
         if any(not s for s in self.stop):
             raise OptionError("{stop} strings must not be empty", "stop")
         for name in ("num_beams", "num_return_sequences"):
@@ -109,16 +127,41 @@ class GenerationOptions:
                 f"{{early_stopping}} must be True, False or 'never', got {self.early_stopping!r}", "early_stopping"
             )
 
+    def _check_openai(self) -> None:
+        """The options named after OpenAI's completions fields, in OpenAI's ranges."""
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if not -MAX_PENALTY <= value <= MAX_PENALTY:
+                raise OptionError(f"{{{name}}} must lie in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}], got {value}", name)
+        if any(not -MAX_LOGIT_BIAS <= bias <= MAX_LOGIT_BIAS for _, bias in self.logit_bias):
+            raise OptionError(
+                f"{{logit_bias}} values must lie in [-{MAX_LOGIT_BIAS:g}, {MAX_LOGIT_BIAS:g}]", "logit_bias"
+            )
+        if self.best_of is None:
+            return
+        if self.best_of < self.num_return_sequences:
+            raise OptionError(
+                f"{{best_of}} {self.best_of} is below {{num_return_sequences}} {self.num_return_sequences}: "
+                "it draws the candidates the best are returned from",
+                "best_of",
+                "num_return_sequences",
+            )
+        if self.best_of > 1 and not self.do_sample:
+            raise OptionError(
+                "{best_of} > 1 needs {do_sample}: greedy decoding draws one sequence", "best_of", "do_sample"
+            )
+
+    @property
+    def sequences_drawn(self) -> int:
+        """Sequences generated per prompt: ``best_of`` when given, else ``num_return_sequences``."""
+        return self.best_of if self.best_of is not None else self.num_return_sequences
+
     def _check_modes(self) -> None:
         """Refuse what the chosen way of generating would ignore or cannot do."""
-        if not self.do_sample:
-            _refuse_set(
-                SAMPLING_ONLY, self, "only when sampling: pass {do_sample} too, or leave {them} out", "do_sample"
-            )
-        if self.num_beams == 1:
-            _refuse_set(
-                BEAM_ONLY, self, "only to beam search: pass {num_beams} > 1 too, or leave {them} out", "num_beams"
-            )
+        neutral = {**SAMPLING_ONLY, **BEAM_ONLY}
+        refuse_unread(
+            [name for name, value in neutral.items() if getattr(self, name) != value], self.do_sample, self.num_beams
+        )
         if self.num_beams > 1 and self.do_sample:
             raise OptionError(
                 "beam sampling ({do_sample} with {num_beams} > 1) is not supported: choose sampling or beam search",
@@ -163,11 +206,43 @@ class GenerationOptions:
         out["bad_words_ids"] = [list(seq) for seq in self.bad_words_ids]
         out["forced_eos_token_id"] = list(self.forced_eos_token_id)
         out["stop"] = list(self.stop)
+        out["logit_bias"] = {str(token): bias for token, bias in self.logit_bias}
         return out
 
 
-def _refuse_set(neutral: dict[str, object], options: GenerationOptions, rule: str, enabler: str) -> None:
-    given = [name for name, value in neutral.items() if getattr(options, name) != value]
+def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
+    """(token id, bias) pairs, sorted by id, from a mapping or pairs; ids are integers >= 0, biases finite numbers."""
+    pairs = list(value.items()) if isinstance(value, Mapping) else list(value) if isinstance(value, Sequence) else None
+    if pairs is None or any(not isinstance(p, tuple | list) or len(p) != 2 for p in pairs):
+        raise OptionError(f"{{logit_bias}} must map token ids to numbers, got {value!r}", "logit_bias")
+    out: dict[int, float] = {}
+    for token, bias in pairs:
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise OptionError(f"{{logit_bias}} keys must be token ids (integers >= 0), got {token!r}", "logit_bias")
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not math.isfinite(bias):
+            raise OptionError(f"{{logit_bias}} values must be finite numbers, got {bias!r}", "logit_bias")
+        out[token] = float(bias)
+    return tuple(sorted(out.items()))
+
+
+def refuse_unread(names: Sequence[str], sampling: bool, beams: int) -> None:
+    """Refuse options among ``names`` (those set, or given) that the mode chosen would not read: sampling's
+    without ``do_sample``, beam search's without ``num_beams`` > 1 (OptionError naming them and the enabler)."""
+    if not sampling:
+        _refuse_set(
+            [n for n in SAMPLING_ONLY if n in names],
+            "only when sampling: pass {do_sample} too, or leave {them} out",
+            "do_sample",
+        )
+    if beams == 1:
+        _refuse_set(
+            [n for n in BEAM_ONLY if n in names],
+            "only to beam search: pass {num_beams} > 1 too, or leave {them} out",
+            "num_beams",
+        )
+
+
+def _refuse_set(given: list[str], rule: str, enabler: str) -> None:
     if given:  # the chosen mode would ignore them: refused rather than silently dropped
         verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
         names = " and ".join("{" + name + "}" for name in given)

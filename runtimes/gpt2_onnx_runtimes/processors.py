@@ -15,6 +15,11 @@ The order is transformers' ``GenerationMixin._get_logits_processor`` (5.x) for t
     repetition_penalty → no_repeat_ngram_size → bad_words_ids → min_new_tokens → forced_eos_token_id
     then, when sampling only (transformers' former "warpers"): temperature → top_k → top_p → min_p
 
+OpenAI's completions options, which transformers lacks, come first, on the model's logits as OpenAI defines
+them: ``logit_bias`` added, then ``presence_penalty`` and ``frequency_penalty`` subtracted
+(``logit[j] − count[j] · frequency_penalty − (count[j] > 0) · presence_penalty``, ``count[j]`` the times token j
+was generated so far; the prompt does not count).
+
 Greedy decoding applies the processors to the logits and takes the argmax; sampling applies processors and warpers
 and draws from their softmax; beam search applies the processors to the log-softmax of the logits (as
 transformers does) and never the warpers (beam sampling is not supported).
@@ -38,11 +43,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ForcedEos",
+    "LogitBias",
     "LogitsProcessor",
     "MinNewTokens",
     "MinP",
     "NoBadWords",
     "NoRepeatNGram",
+    "PresenceFrequencyPenalty",
     "ProcessorChain",
     "RepetitionPenalty",
     "RowHistory",
@@ -118,6 +125,42 @@ def _mask_rows(scores: np.ndarray, banned: Sequence[Sequence[int] | np.ndarray])
         if len(ids):
             out[row, np.asarray(ids, dtype=np.int64)] = -np.inf
     return out
+
+
+@dataclass(frozen=True)
+class LogitBias:
+    """OpenAI's ``logit_bias``: each (token id, bias) pair's bias is added to that token's score in every row."""
+
+    bias: tuple[tuple[int, float], ...]
+
+    def __call__(self, scores: np.ndarray, rows: Sequence[RowHistory]) -> np.ndarray:
+        if not self.bias:
+            return scores
+        ids = np.asarray([token for token, _ in self.bias], dtype=np.int64)  # (K,)
+        values = np.asarray([bias for _, bias in self.bias], dtype=scores.dtype)  # (K,)
+        out = _floating(scores).copy()
+        out[:, ids] += values
+        return out
+
+
+@dataclass(frozen=True)
+class PresenceFrequencyPenalty:
+    """OpenAI's ``presence_penalty`` and ``frequency_penalty``: a token generated ``c`` times so far (the prompt
+    not counted) loses ``c · frequency + (c > 0) · presence`` from its score."""
+
+    presence: float
+    frequency: float
+
+    def __call__(self, scores: np.ndarray, rows: Sequence[RowHistory]) -> np.ndarray:
+        if self.presence == 0 and self.frequency == 0:
+            return scores
+        out = _floating(scores).copy()
+        for row, history in enumerate(rows):
+            new = np.asarray(history.tokens[history.prompt_length :], dtype=np.int64)
+            if new.size:
+                ids, counts = np.unique(new, return_counts=True)  # (U,), (U,)
+                out[row, ids] -= (counts * self.frequency + self.presence).astype(out.dtype)
+        return out
 
 
 @dataclass(frozen=True)
@@ -297,6 +340,10 @@ def logits_processors(options: GenerationOptions, eos_token_ids: tuple[int, ...]
     """The processors ``options`` ask for, in transformers' order (every mode). ``eos_token_ids``: the end-of-text
     ids generation stops at (none when it ignores them), which ``min_new_tokens`` holds back."""
     chain: list[LogitsProcessor] = []
+    if options.logit_bias:
+        chain.append(LogitBias(options.logit_bias))
+    if options.presence_penalty != 0 or options.frequency_penalty != 0:
+        chain.append(PresenceFrequencyPenalty(options.presence_penalty, options.frequency_penalty))
     if options.repetition_penalty != 1.0:
         chain.append(RepetitionPenalty(options.repetition_penalty))
     if options.no_repeat_ngram_size > 0:

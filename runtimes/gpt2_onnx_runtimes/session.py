@@ -36,14 +36,15 @@ import onnx
 
 from gpt2_onnx import compatibility
 from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
-from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
-from gpt2_onnx.manifest import Manifest, read_manifest
+from gpt2_onnx.integrity import IntegrityCheck
+from gpt2_onnx.manifest import Manifest
 from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
 from gpt2_onnx.precisions import precision_named
 from gpt2_onnx.providers import ProviderName
 from gpt2_onnx.versions import version_tuple
 from gpt2_onnx.weights_index import external_tensors
-from gpt2_onnx_runtimes.folder_checks import check_files, check_graph, check_runtime_version, read_graph
+from gpt2_onnx_runtimes.export_folder import ExportFolder
+from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
@@ -192,12 +193,9 @@ def _create_session(
 
 
 def check_folder(folder: Path, manifest: Manifest, options: RuntimeOptions) -> dict[GraphKind, onnx.ModelProto]:
-    """Everything loading checks before any session exists: the installed ONNX Runtime against the export's minimum,
-    every file's presence, size and (unless ``options.integrity`` says otherwise) sha256, the provider, and each
-    graph (:func:`~gpt2_onnx_runtimes.folder_checks.check_graph`). Returns the graphs, read without their weights."""
-    check_runtime_version(manifest)
-    check_files(folder, manifest)
-    check_file_hashes(folder, manifest, options.integrity)
+    """What loading checks before any session exists beyond the folder's files (which
+    :class:`~gpt2_onnx_runtimes.export_folder.ExportFolder` checks): the provider, and each graph
+    (:func:`~gpt2_onnx_runtimes.folder_checks.check_graph`). Returns the graphs, read without their weights."""
     provider_list(options.provider)
     ensure_provider_loadable(options.provider)
     resolve_layout(options)  # an unsupported layout is refused before the graphs are read
@@ -246,21 +244,36 @@ class LoadedExport:
         self._graph_sessions = graph_sessions
         self._lock = threading.Lock()
         self.shared_weights = shared_weights  # sessions' initializers point into it: it must live as long
+        self.export: ExportFolder | None = None  # the opened folder (tokenizer, defaults), set by open
 
     @classmethod
     def load(cls, folder: str | Path, options: RuntimeOptions | None = None) -> LoadedExport:
-        """Read the folder's manifest, check the folder against it (:func:`check_folder`) and create the sessions
-        of the layout asked for."""
-        folder = Path(folder)
-        return cls.from_manifest(folder, read_manifest(folder), options or RuntimeOptions())
+        """Open the folder (:class:`ExportFolder`: manifest, file checks under ``options.integrity``) and create
+        the sessions of the layout asked for."""
+        options = options or RuntimeOptions()
+        return cls.open(ExportFolder.open(folder, options.integrity), options)
 
     @classmethod
     def from_manifest(cls, folder: Path, manifest: Manifest, options: RuntimeOptions) -> LoadedExport:
         """As :meth:`load`, against a manifest given in memory (an export checks its folder before writing one)."""
+        return cls.open(ExportFolder.checked(folder, manifest, options.integrity), options)
+
+    @classmethod
+    def open(cls, export: ExportFolder, options: RuntimeOptions) -> LoadedExport:
+        """Create the sessions of an opened folder (its files already checked) in the layout asked for."""
+        folder, manifest = export.path, export.manifest
         graphs = check_folder(folder, manifest, options)
         layout = resolve_layout(options)
-        if layout == "merged":
-            return cls._merged(folder, manifest, options, graphs[DECODE])
+        loaded = cls._merged(folder, manifest, options, graphs[DECODE]) if layout == "merged" else None
+        if loaded is None:
+            loaded = cls._split(folder, manifest, options, graphs)
+        loaded.export = export
+        return loaded
+
+    @classmethod
+    def _split(
+        cls, folder: Path, manifest: Manifest, options: RuntimeOptions, graphs: dict[GraphKind, onnx.ModelProto]
+    ) -> LoadedExport:
         shared = SharedWeights(folder / manifest.weights_file) if _shares_weights(options, manifest) else None
         sessions = {
             kind: cls._graph_session(folder, manifest, options, kind, graph, shared) for kind, graph in graphs.items()
