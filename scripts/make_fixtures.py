@@ -73,8 +73,12 @@ def expectations_for(folder: Path, precision: str) -> dict[str, Any]:
     for text in PROMPTS:
         ids = model.encode(text)
         (result,) = model.generate(text, GenerationOptions(max_new_tokens=GREEDY_NEW))
-        greedy = {"max_new_tokens": GREEDY_NEW, "ids": result.token_ids, "text": result.text,
-                  "finish_reason": result.finish_reason}
+        greedy = {
+            "max_new_tokens": GREEDY_NEW,
+            "ids": result.token_ids,
+            "text": result.text,
+            "finish_reason": result.finish_reason,
+        }
         prompts.append({"text": text, "ids": ids, "greedy": greedy, "first_step_top5": _top5(model, ids)})
     batch_texts = [PROMPTS[0], PROMPTS[3]]
     batch = model.generate(batch_texts, GenerationOptions(max_new_tokens=BATCH_NEW))
@@ -85,9 +89,14 @@ def expectations_for(folder: Path, precision: str) -> dict[str, Any]:
         "precision": precision,
         "logits_atol": LOGITS_ATOL[precision],
         "prompts": prompts,
-        "padded_batch": {"prompts": batch_texts, "max_new_tokens": BATCH_NEW, "pad_token_id": PAD,
-                         "input_ids": input_ids, "attention_mask": mask,
-                         "ids": [r.token_ids for r in sorted(batch, key=lambda r: r.index)]},
+        "padded_batch": {
+            "prompts": batch_texts,
+            "max_new_tokens": BATCH_NEW,
+            "pad_token_id": PAD,
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "ids": [r.token_ids for r in sorted(batch, key=lambda r: r.index)],
+        },
         "beam_search": {"prompt": beam_prompt, **BEAM, "ids": beam.token_ids, "text": beam.text},
     }
 
@@ -100,9 +109,14 @@ def check_against_source(expect: dict[str, Any]) -> None:
     source = GPT2LMHeadModel.from_pretrained(ROOT / CHECKPOINT).eval()
     for prompt in expect["prompts"]:
         with torch.no_grad():
-            out = source.generate(torch.tensor([prompt["ids"]]), max_new_tokens=GREEDY_NEW, do_sample=False,
-                                  pad_token_id=PAD, eos_token_id=PAD)
-        ids = out[0, len(prompt["ids"]):].tolist()
+            out = source.generate(
+                torch.tensor([prompt["ids"]]),
+                max_new_tokens=GREEDY_NEW,
+                do_sample=False,
+                pad_token_id=PAD,
+                eos_token_id=PAD,
+            )
+        ids = out[0, len(prompt["ids"]) :].tolist()
         if ids != prompt["greedy"]["ids"]:
             raise SystemExit(f"make_fixtures: ONNX greedy {prompt['greedy']['ids']} != transformers {ids}")
 
@@ -116,8 +130,13 @@ def make(out: Path, check_source: bool = True) -> dict[str, Any]:
         exports[name] = expectations_for(folder, precision)
     if check_source:
         check_against_source(exports["pydocs-tiny-fp32"])
-    expectations = {"schema_version": 1, "made_by": "scripts/make_fixtures.py", "checkpoint": CHECKPOINT,
-                    "runtime": "gpt2_onnx_runtimes (ONNX Runtime, CPU)", "exports": exports}
+    expectations = {
+        "schema_version": 1,
+        "made_by": "scripts/make_fixtures.py",
+        "checkpoint": CHECKPOINT,
+        "runtime": "gpt2_onnx_runtimes (ONNX Runtime, CPU)",
+        "exports": exports,
+    }
     (out / "expectations.json").write_text(json.dumps(expectations, indent=1, ensure_ascii=False) + "\n")
     return expectations
 

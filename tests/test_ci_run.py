@@ -18,7 +18,11 @@ def test_ci_run_skips_each_missing_toolchain_with_one_line(tmp_path: Path) -> No
         (bin_dir / tool).symlink_to(found)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
     done = subprocess.run(
-        [str(bin_dir / "bash"), str(REPO / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=60,
+        [str(bin_dir / "bash"), str(REPO / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -28,4 +32,3 @@ def test_ci_run_skips_each_missing_toolchain_with_one_line(tmp_path: Path) -> No
     assert "cmake or g++ not found" in skipped[1]
     assert "dotnet not found" in skipped[2]
     assert "node or npm not found" in skipped[3]
-
