@@ -14,3 +14,5 @@ for name in pydocs-tiny-fp32 pydocs-tiny-int4; do
   dotnet run --project "$HERE/Gpt2OnnxSample.csproj" -c Release --no-build -- "$ROOT/fixtures/$name" --no-batch
 done
 dotnet run --project "$HERE/Gpt2OnnxSample.csproj" -c Release --no-build -- "$ROOT/fixtures/pydocs-tiny-fp32" --genai
+# The xunit tests against fixtures/expectations.json.
+dotnet test "$HERE/tests/Gpt2Onnx.Tests.csproj" -c Release "${RESTORE[@]}"
