@@ -15,4 +15,5 @@ for name in pydocs-tiny-fp32 pydocs-tiny-int4; do
 done
 dotnet run --project "$HERE/Gpt2OnnxSample.csproj" -c Release --no-build -- "$ROOT/fixtures/pydocs-tiny-fp32" --genai
 # The xunit tests against fixtures/expectations.json.
-dotnet test "$HERE/tests/Gpt2Onnx.Tests.csproj" -c Release "${RESTORE[@]}"
+dotnet restore "$HERE/tests/Gpt2Onnx.Tests.csproj" "${RESTORE[@]}"
+dotnet test "$HERE/tests/Gpt2Onnx.Tests.csproj" -c Release --no-restore
