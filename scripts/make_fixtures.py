@@ -5,7 +5,7 @@
 
 fixtures/<name>/ are complete export folders (gpt2-onnx export); fixtures/expectations.json holds, per export and
 computed with the Python runtime (gpt2_onnx_runtimes): prompt ids, greedy continuations, first-step top-5 logits,
-a left-padded batch and a beam-search result (schema: CONTRACTS in docs/fixtures.md). The fp32 greedy tokens are
+a left-padded batch and a beam-search result (schema: docs/dotnet.md points to it). The fp32 greedy tokens are
 also checked against transformers' generate on the source checkpoint before anything is written.
 """
 
