@@ -19,6 +19,11 @@
 #   ORT_VERSION    wheel version (default 1.31.1)
 #   DEBIAN_SUITE   Debian release to take the headers from (default trixie)
 #   DEBIAN_MIRROR  Debian archive URL; default: the one this machine's apt uses for its own release
+#   ORT_SOURCE     pypi (the wheel + Debian headers), nuget (library and headers from the Microsoft.ML.OnnxRuntime
+#                  .nupkg: runtimes/linux-x64/native/, build/native/include/), or auto (default): pypi when
+#                  `pip download` works, else nuget
+#   NUGET_PACKAGES a NuGet package folder holding microsoft.ml.onnxruntime/<ver>/*.nupkg (default ~/.nuget/packages)
+#   NUGET_FEED     a NuGet v3 flat-container URL to download the .nupkg from when no local copy exists
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +36,16 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 die() { echo "get-onnxruntime.sh: $*" >&2; exit 1; }
 
-STAMP_TEXT="$ORT_PACKAGE==$ORT_VERSION headers:$DEBIAN_SUITE"
+ORT_SOURCE=${ORT_SOURCE:-auto}
+if [ "$ORT_SOURCE" = auto ]; then
+  if timeout 60 "$PYTHON" -m pip download --quiet --no-deps --dest "$(mktemp -d)" "six==1.16.0" >/dev/null 2>&1; then
+    ORT_SOURCE=pypi
+  else
+    ORT_SOURCE=nuget
+  fi
+fi
+case "$ORT_SOURCE" in pypi|nuget) ;; *) die "ORT_SOURCE must be pypi, nuget or auto, not '$ORT_SOURCE'" ;; esac
+STAMP_TEXT="$ORT_PACKAGE==$ORT_VERSION headers:$DEBIAN_SUITE source:$ORT_SOURCE"
 if [ -f "$THIRD_PARTY/.stamp" ] && [ "$(cat "$THIRD_PARTY/.stamp")" = "$STAMP_TEXT" ] \
   && [ -e "$THIRD_PARTY/onnxruntime/lib/libonnxruntime.so" ] \
   && [ -f "$THIRD_PARTY/onnxruntime/include/onnxruntime_cxx_api.h" ] \
@@ -89,13 +103,37 @@ if ! apt-get "${APT_OPTS[@]}" -qq update >"$WORK/apt-update.log" 2>&1; then
   cat "$WORK/apt-update.log" >&2
   die "apt-get update for $DEBIAN_SUITE from $MIRROR failed"
 fi
-(cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download libonnxruntime-dev nlohmann-json3-dev) \
-  || die "apt-get download libonnxruntime-dev nlohmann-json3-dev failed"
+DEBS=(nlohmann-json3-dev)
+[ "$ORT_SOURCE" = nuget ] || DEBS+=(libonnxruntime-dev)
+(cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download "${DEBS[@]}") || die "apt-get download ${DEBS[*]} failed"
 for deb in "$WORK"/debs/*.deb; do
   dpkg-deb -x "$deb" "$WORK/root"
 done
-cp -R "$WORK/root/usr/include/onnxruntime/." "$STAGE/onnxruntime/include/"
 cp -R "$WORK/root/usr/include/nlohmann" "$STAGE/nlohmann/include/"
+if [ "$ORT_SOURCE" = nuget ]; then
+  # The NuGet package brings both the library and its own headers (a .nupkg is a zip).
+  NUPKG_DIR=${NUGET_PACKAGES:-$HOME/.nuget/packages}/microsoft.ml.onnxruntime/$ORT_VERSION
+  NUPKG=$(ls "$NUPKG_DIR"/*.nupkg 2>/dev/null | head -n 1 || true)
+  if [ -z "$NUPKG" ]; then
+    [ -n "${NUGET_FEED:-}" ] || die "no Microsoft.ML.OnnxRuntime $ORT_VERSION .nupkg in $NUPKG_DIR; set NUGET_PACKAGES or NUGET_FEED"
+    NUPKG=$WORK/microsoft.ml.onnxruntime.$ORT_VERSION.nupkg
+    curl -fsSL -o "$NUPKG" "${NUGET_FEED%/}/microsoft.ml.onnxruntime/$ORT_VERSION/microsoft.ml.onnxruntime.$ORT_VERSION.nupkg" \
+      || die "downloading Microsoft.ML.OnnxRuntime $ORT_VERSION from $NUGET_FEED failed"
+  fi
+  mkdir -p "$WORK/nupkg"
+  "$PYTHON" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$NUPKG" "$WORK/nupkg"
+  cp -R "$WORK/nupkg/build/native/include/." "$STAGE/onnxruntime/include/"
+  [ -f "$WORK/nupkg/runtimes/linux-x64/native/libonnxruntime.so" ] || die "$NUPKG has no runtimes/linux-x64/native/libonnxruntime.so"
+  cp "$WORK/nupkg/runtimes/linux-x64/native/libonnxruntime.so" "$STAGE/onnxruntime/lib/libonnxruntime.so.$ORT_VERSION"
+  ln -s "libonnxruntime.so.$ORT_VERSION" "$STAGE/onnxruntime/lib/libonnxruntime.so.1"
+  ln -s libonnxruntime.so.1 "$STAGE/onnxruntime/lib/libonnxruntime.so"
+  echo "$ORT_VERSION" >"$STAGE/onnxruntime/VERSION"
+  echo "$STAMP_TEXT" >"$STAGE/.stamp"
+  rm -rf "$THIRD_PARTY"; mkdir -p "$(dirname "$THIRD_PARTY")"; mv "$STAGE" "$THIRD_PARTY"
+  echo "ONNX Runtime $ORT_VERSION (NuGet $NUPKG, its own headers) and nlohmann/json in $THIRD_PARTY"
+  exit 0
+fi
+cp -R "$WORK/root/usr/include/onnxruntime/." "$STAGE/onnxruntime/include/"
 HEADER_API=$(sed -nE 's/^#define ORT_API_VERSION ([0-9]+).*/\1/p' "$STAGE/onnxruntime/include/onnxruntime_c_api.h")
 [ -n "$HEADER_API" ] || die "no ORT_API_VERSION in the downloaded onnxruntime_c_api.h"
 

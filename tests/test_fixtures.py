@@ -1,0 +1,80 @@
+"""fixtures/ must be what scripts/make_fixtures.py makes with the current exporter and runtime (what a consumer
+sees: the manifest's I/O contract, the weights and graphs' bytes, golden figures, expectations)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+STALE = "fixtures/ is stale: run .venv/bin/python scripts/make_fixtures.py and commit fixtures/"
+
+
+def _make_fixtures() -> Any:
+    spec = importlib.util.spec_from_file_location("make_fixtures", ROOT / "scripts" / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _consumer_view(folder: Path) -> dict[str, Any]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.pop("export")  # when, where and with which library versions: not what a consumer reads
+    for file, record in manifest["files"].items():
+        if file.endswith(".onnx"):  # the graph bytes carry the export's id; their I/O contract is compared instead
+            record.pop("sha256")
+            record.pop("size")
+    golden = json.loads((folder / "golden.json").read_text())
+    return {"manifest": manifest, "golden": golden, "files": sorted(p.name for p in folder.iterdir())}
+
+
+def _close(a: Any, b: Any, path: str = "") -> str | None:
+    """First place where a and b differ (floats within 1e-5 relative), or None."""
+    if isinstance(a, float) and isinstance(b, float):
+        return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) else f"{path}: {a} != {b}"
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{path}: keys {sorted(a)} != {sorted(b)}"
+        return next((d for k in a if (d := _close(a[k], b[k], f"{path}.{k}")) is not None), None)
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        return next((d for i, (x, y) in enumerate(zip(a, b, strict=True)) if (d := _close(x, y, f"{path}[{i}]"))), None)
+    return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (ROOT / "checkpoints" / "pydocs-tiny" / "model.safetensors").exists():
+        pytest.skip("checkpoints/pydocs-tiny is not in this checkout")
+    out = tmp_path_factory.mktemp("fixtures") / "fixtures"
+    _make_fixtures().make(out, check_source=False)
+    return out
+
+
+def test_committed_fixtures_are_complete() -> None:
+    expectations = json.loads((FIXTURES / "expectations.json").read_text())
+    assert expectations["schema_version"] == 1, STALE
+    for name in ("pydocs-tiny-fp32", "pydocs-tiny-int4"):
+        for file in ("manifest.json", "golden.json", "genai_config.json", "generation_config.json", "tokenizer.json"):
+            assert (FIXTURES / name / file).is_file(), f"{name}/{file} missing; {STALE}"
+        entry = expectations["exports"][name]
+        assert any(not p["text"].isascii() for p in entry["prompts"]), "no non-ASCII prompt"
+        assert all(len(p["first_step_top5"]["ids"]) == 5 for p in entry["prompts"])
+
+
+def test_fixtures_are_fresh(fresh: Path) -> None:
+    for name in ("pydocs-tiny-fp32", "pydocs-tiny-int4"):
+        difference = _close(_consumer_view(fresh / name), _consumer_view(FIXTURES / name), name)
+        assert difference is None, f"{STALE} ({difference})"
+    committed = json.loads((FIXTURES / "expectations.json").read_text())
+    made = json.loads((fresh / "expectations.json").read_text())
+    difference = _close(made, committed, "expectations")
+    assert difference is None, f"{STALE} ({difference})"
