@@ -114,6 +114,18 @@ export class Gpt2Model {
     }
   }
 
+  /**
+   * The next-token logits after a prompt (one prefill call), e.g. to compare with an export's golden top-5.
+   * @param {string | number[]} prompt @returns {Promise<Float32Array>}  (V,)
+   */
+  async nextTokenLogits(prompt) {
+    const promptIds = typeof prompt === 'string' ? this.encode(prompt) : [...prompt];
+    this.checkPrompt(promptIds, 1);
+    const { logits, past } = await this.run(this.prefill, promptIds, promptIds.length, null);
+    for (const tensor of Object.values(past)) tensor.dispose();
+    return lastLogits(logits).slice();
+  }
+
   /** @param {number[]} promptIds @param {number} maxNewTokens */
   checkPrompt(promptIds, maxNewTokens) {
     const { nPositions, vocabSize } = this.manifest;
