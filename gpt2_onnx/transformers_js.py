@@ -71,7 +71,9 @@ def transformers_js_folder(exports: list[Path], output: Path, force: bool = Fals
             dtype, suffix = _dtype(folder, manifest.precision)
             if dtype in dtypes:
                 raise InvalidInputError(f"two exports have precision {manifest.precision}; give one of each")
-            dtypes[dtype] = _write_graph(folder, manifest.graphs[DECODE].file, manifest.weights_file, staged.path, suffix)
+            dtypes[dtype] = _write_graph(
+                folder, manifest.graphs[DECODE].file, manifest.weights_file, staged.path, suffix
+            )
         first = exports[0]
         for name in (*TOKENIZER_FILES, GENERATION_CONFIG_FILE):
             shutil.copyfile(first / name, staged.path / name)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import onnx
 import pytest
+from helpers import invoke
 
 from gpt2_onnx.names import TOKENIZER_FILES
-from helpers import invoke
 
 
 @pytest.fixture(scope="module")
