@@ -1,0 +1,49 @@
+// Headless Chromium (the system's, never a downloaded one) on the page web/index.html, served with the fixture
+// exports from 127.0.0.1. Shared by the browser test and the benchmark.
+import { existsSync } from 'node:fs';
+import puppeteer from 'puppeteer-core';
+import { PACKAGE_ROOT } from './fixtures.js';
+import { startStaticServer } from './static_server.js';
+
+export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+/**
+ * Serve the package and `modelsFolder` at /models/, open the page, and hand back a handle.
+ * @param {string} modelsFolder @param {Record<string, string>} [extraMounts]
+ */
+export async function openPage(modelsFolder, extraMounts = {}) {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or set CHROMIUM)`);
+  const server = await startStaticServer({ '/': PACKAGE_ROOT, '/models/': modelsFolder, ...extraMounts });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'], // root in CI; no GPU here
+  });
+  /** @type {string[]} */
+  const console_ = [];
+  try {
+    const page = await browser.newPage();
+    page.on('console', (message) => console_.push(`${message.type()}: ${message.text()}`));
+    page.on('pageerror', (error) => console_.push(`pageerror: ${error}`));
+    await page.setViewport({ width: 1100, height: 900 });
+    await page.goto(`${server.url}/web/index.html`, { waitUntil: 'load' });
+    await page.waitForFunction(() => /** @type {any} */ (window).gpt2onnx?.ready, { timeout: 30_000 });
+    return {
+      page,
+      server,
+      console: console_,
+      /** @param {{model: string, prompt: string, maxNewTokens: number}} spec */
+      generate: (spec) => page.evaluate((s) => /** @type {any} */ (window).gpt2onnx.generate(s), spec),
+      /** @param {string} model */
+      forget: (model) => page.evaluate((m) => /** @type {any} */ (window).gpt2onnx.forget(m), model),
+      close: async () => {
+        await browser.close();
+        await server.close();
+      },
+    };
+  } catch (error) {
+    await browser.close();
+    await server.close();
+    throw new Error(`${error}\nbrowser console:\n${console_.join('\n')}`);
+  }
+}
