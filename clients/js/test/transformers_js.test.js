@@ -1,0 +1,54 @@
+// `gpt2-onnx transformers-js` turns the fixture exports into a transformers.js model folder; @huggingface/transformers
+// loads it from disk only (local_files_only, no remote models) and its greedy generate gives our tokens.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, it, before, after } from 'node:test';
+import { AutoModelForCausalLM, AutoTokenizer, env } from '@huggingface/transformers';
+import { REPO_ROOT, fixtureExports } from './fixtures.js';
+
+// The Python command line that makes the folder: GPT2_ONNX_CLI, else the repository's virtual environment.
+const CLI = process.env.GPT2_ONNX_CLI ?? path.join(REPO_ROOT, process.env.VENV ?? '.venv', 'bin', 'gpt2-onnx');
+/** @type {Record<string, string>} */
+const DTYPES = { fp32: 'fp32', float32: 'fp32', int4: 'q4', int8: 'q8', fp16: 'fp16', float16: 'fp16' };
+
+describe('transformers.js loads the folder gpt2-onnx transformers-js makes', { timeout: 240_000 }, () => {
+  const exports = fixtureExports().filter(({ expected }) => ['fp32', 'float32', 'int4'].includes(expected.precision));
+  /** @type {string} */
+  let work;
+  before(async () => {
+    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run scripts/setup.sh (or set GPT2_ONNX_CLI)`);
+    work = await mkdtemp(path.join(tmpdir(), 'gpt2-onnx-tjs-'));
+    execFileSync(CLI, ['transformers-js', ...exports.map((e) => e.folder), '-o', path.join(work, 'model')], { stdio: 'pipe' });
+    env.allowRemoteModels = false;
+    env.allowLocalModels = true;
+    env.localModelPath = work;
+  });
+  after(() => work && rm(work, { recursive: true, force: true }));
+
+  for (const { name, expected } of exports) {
+    const dtype = DTYPES[expected.precision];
+    it(`dtype ${dtype} (${name}): greedy generate equals the expectations`, async () => {
+      const tokenizer = await AutoTokenizer.from_pretrained('model', { local_files_only: true });
+      const model = await AutoModelForCausalLM.from_pretrained('model', { local_files_only: true, dtype: /** @type {any} */ (dtype), device: 'cpu' });
+      try {
+        for (const prompt of expected.prompts) {
+          const inputs = tokenizer(prompt.text, { add_special_tokens: false });
+          assert.deepEqual(Array.from(inputs.input_ids.data, Number), prompt.ids);
+          const output = /** @type {import('@huggingface/transformers').Tensor} */ (
+            await model.generate({ ...inputs, max_new_tokens: prompt.greedy.max_new_tokens, do_sample: false })
+          );
+          const ids = Array.from(output.data, Number).slice(prompt.ids.length);
+          assert.deepEqual(ids, prompt.greedy.ids, `prompt ${JSON.stringify(prompt.text)}`);
+          const text = tokenizer.decode(ids, { skip_special_tokens: true });
+          assert.equal(text, prompt.greedy.text);
+        }
+      } finally {
+        await model.dispose();
+      }
+    });
+  }
+});
