@@ -1,0 +1,124 @@
+// Load time and tokens/s of the fixture exports in Node (onnxruntime-node) and in headless Chromium
+// (onnxruntime-web, WebAssembly), measured side by side in one run: each round loads every export afresh in both,
+// alternating, so other work on the machine slows both alike. Writes benchmarks/results/<time>-js.json and a table beside it (.md).
+//   node bench/bench.js [--rounds 5] [--new-tokens 64] [--exports pydocs-tiny-fp32,pydocs-tiny-int4]
+import { execFileSync } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadExport } from '../src/node.js';
+import { openPage, CHROMIUM } from '../test/browser.js';
+import { FIXTURES, PACKAGE_ROOT, REPO_ROOT } from '../test/fixtures.js';
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '5' },
+    warmup: { type: 'string', default: '1' },
+    'new-tokens': { type: 'string', default: '64' },
+    exports: { type: 'string', default: 'pydocs-tiny-fp32,pydocs-tiny-int4' },
+    prompt: { type: 'string', default: 'The os module provides' },
+  },
+});
+const rounds = Number(values.rounds);
+const warmup = Number(values.warmup); // rounds run first and not counted (WebAssembly compiles, caches fill)
+const maxNewTokens = Number(values['new-tokens']);
+const names = values.exports.split(',');
+const prompt = values.prompt;
+const generation = { maxNewTokens, stopAtEos: false };
+
+/** @param {number[]} xs */
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** @param {string} name */
+async function nodeRound(name) {
+  const started = performance.now();
+  const model = await loadExport(path.join(FIXTURES, name), { checkAllFiles: false }); // the browser's file set
+  const loadMs = performance.now() - started;
+  const t0 = performance.now();
+  const result = await model.generate(prompt, generation);
+  const tokensPerSecond = result.ids.length / ((performance.now() - t0) / 1000);
+  await model.release();
+  return { loadMs, tokensPerSecond, ids: result.ids };
+}
+
+async function main() {
+  const browser = await openPage(FIXTURES);
+  /** @type {Record<string, {node: any[], browser: any[]}>} */
+  const samples = Object.fromEntries(names.map((n) => [n, { node: [], browser: [] }]));
+  try {
+    for (let round = -warmup; round < rounds; round++) {
+      for (const name of names) {
+        const node = await nodeRound(name);
+        const url = `/models/${name}/`;
+        const web = await browser.generate({ model: url, prompt, maxNewTokens });
+        await browser.forget(url);
+        if (round < 0) continue;
+        samples[name].node.push(node);
+        samples[name].browser.push({ loadMs: web.loadMs, tokensPerSecond: web.tokensPerSecond, ids: web.ids, threads: web.threads });
+      }
+    }
+  } finally {
+    await browser.close();
+  }
+  const rows = await Promise.all(names.map(async (name) => summary(name, samples[name])));
+  const result = { what: 'clients/js/bench/bench.js', prompt, max_new_tokens: maxNewTokens, rounds, warmup_rounds: warmup, environment: environment(), rows };
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
+  const dir = path.join(REPO_ROOT, 'benchmarks', 'results');
+  await mkdir(dir, { recursive: true });
+  const base = path.join(dir, `${stamp}-js`);
+  await writeFile(`${base}.json`, JSON.stringify(result, null, 2) + '\n');
+  await writeFile(`${base}.md`, table(result));
+  console.log(table(result));
+  console.log(`wrote ${base}.json and .md`);
+}
+
+/** @param {string} name @param {{node: any[], browser: any[]}} s */
+async function summary(name, s) {
+  const manifest = JSON.parse(await readFile(path.join(FIXTURES, name, 'manifest.json'), 'utf-8'));
+  const fetched = [manifest.graphs.prefill.file, manifest.graphs.decode.file, manifest.weights_file, 'tokenizer.json', 'tokenizer_config.json', 'manifest.json'];
+  const bytes = fetched.reduce((sum, file) => sum + (manifest.files[file]?.size ?? 0), 0);
+  const sameTokens = s.browser.every((b, i) => JSON.stringify(b.ids) === JSON.stringify(s.node[i].ids));
+  const node = { load_ms: median(s.node.map((x) => x.loadMs)), tokens_per_s: median(s.node.map((x) => x.tokensPerSecond)) };
+  const web = { load_ms: median(s.browser.map((x) => x.loadMs)), tokens_per_s: median(s.browser.map((x) => x.tokensPerSecond)), wasm_threads: s.browser[0].threads };
+  return {
+    export: name, precision: manifest.precision, download_bytes: bytes, same_tokens_node_and_browser: sameTokens,
+    node, browser: web,
+    browser_over_node: { load_time: web.load_ms / node.load_ms, tokens_per_s: web.tokens_per_s / node.tokens_per_s },
+    per_round: { node: s.node.map(({ ids, ...x }) => x), browser: s.browser.map(({ ids, ...x }) => x) },
+  };
+}
+
+/** @param {{environment: Record<string, any>, rows: any[], rounds: number, max_new_tokens: number, prompt: string}} r */
+function table(r) {
+  const e = r.environment;
+  const lines = [
+    `# JavaScript: Node (onnxruntime-node) vs headless Chromium (onnxruntime-web, WebAssembly)`,
+    '',
+    `${e.cpu}, ${e.cpu_count} cores, ${e.memory_gib} GiB; Node ${e.node}, ${e.chromium}, onnxruntime-node ${e['onnxruntime-node']}, onnxruntime-web ${e['onnxruntime-web']}.`,
+    `${e.machine_note}. Medians of ${r.rounds} rounds after a warm-up round; each round loads each export afresh (files fetched, sha256 checked, sessions created) and generates ${r.max_new_tokens} greedy tokens after ${JSON.stringify(r.prompt)}.`,
+    '',
+    '| export | download | Node load | browser load | load ratio | Node tokens/s | browser tokens/s | speed ratio | same tokens |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+  ];
+  for (const row of r.rows) {
+    lines.push(`| ${row.export} | ${(row.download_bytes / 2 ** 20).toFixed(1)} MiB | ${row.node.load_ms.toFixed(0)} ms | ${row.browser.load_ms.toFixed(0)} ms | ${row.browser_over_node.load_time.toFixed(2)}x | ${row.node.tokens_per_s.toFixed(0)} | ${row.browser.tokens_per_s.toFixed(0)} (${row.browser.wasm_threads} WASM thread) | ${row.browser_over_node.tokens_per_s.toFixed(2)}x | ${row.same_tokens_node_and_browser ? 'yes' : 'NO'} |`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+function environment() {
+  const lscpu = execFileSync('lscpu', { encoding: 'utf-8' });
+  const model = /Model name:\s*(.+)/.exec(lscpu)?.[1].trim();
+  /** @param {string} pkg */
+  const version = (pkg) => JSON.parse(execFileSync('npm', ['ls', pkg, '--json', '--depth=0'], { cwd: PACKAGE_ROOT, encoding: 'utf-8' })).dependencies?.[pkg]?.version;
+  return {
+    cpu: model, cpu_count: os.cpus().length, memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version, chromium: execFileSync(CHROMIUM, ['--version'], { encoding: 'utf-8' }).trim(),
+    'onnxruntime-node': version('onnxruntime-node'), 'onnxruntime-web': version('onnxruntime-web'),
+    machine_note: 'shared with other work while measured: absolute figures are noisy; the ratios come from rounds alternating Node and the browser',
+    node_threads: 'onnxruntime-node default (intra-op threads = cores)',
+  };
+}
+
+await main();
