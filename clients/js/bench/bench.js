@@ -30,10 +30,11 @@ const generation = { maxNewTokens, stopAtEos: false };
 /** @param {number[]} xs */
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** @param {string} name */
-async function nodeRound(name) {
+/** @param {string} name @param {number} [threads]  intra-op threads; undefined: onnxruntime-node's default */
+async function nodeRound(name, threads) {
   const started = performance.now();
-  const model = await loadExport(path.join(FIXTURES, name), { checkAllFiles: false }); // the browser's file set
+  const sessionOptions = threads === undefined ? {} : { intraOpNumThreads: threads, interOpNumThreads: 1 };
+  const model = await loadExport(path.join(FIXTURES, name), { checkAllFiles: false, sessionOptions }); // the browser's file set
   const loadMs = performance.now() - started;
   const t0 = performance.now();
   const result = await model.generate(prompt, generation);
@@ -44,17 +45,19 @@ async function nodeRound(name) {
 
 async function main() {
   const browser = await openPage(FIXTURES);
-  /** @type {Record<string, {node: any[], browser: any[]}>} */
-  const samples = Object.fromEntries(names.map((n) => [n, { node: [], browser: [] }]));
+  /** @type {Record<string, {node: any[], node1: any[], browser: any[]}>} */
+  const samples = Object.fromEntries(names.map((n) => [n, { node: [], node1: [], browser: [] }]));
   try {
     for (let round = -warmup; round < rounds; round++) {
       for (const name of names) {
         const node = await nodeRound(name);
+        const node1 = await nodeRound(name, 1);
         const url = `/models/${name}/`;
         const web = await browser.generate({ model: url, prompt, maxNewTokens });
         await browser.forget(url);
         if (round < 0) continue;
         samples[name].node.push(node);
+        samples[name].node1.push(node1);
         samples[name].browser.push({ loadMs: web.loadMs, tokensPerSecond: web.tokensPerSecond, ids: web.ids, threads: web.threads });
       }
     }
@@ -73,19 +76,23 @@ async function main() {
   console.log(`wrote ${base}.json and .md`);
 }
 
-/** @param {string} name @param {{node: any[], browser: any[]}} s */
+/** @param {string} name @param {{node: any[], node1: any[], browser: any[]}} s */
 async function summary(name, s) {
   const manifest = JSON.parse(await readFile(path.join(FIXTURES, name, 'manifest.json'), 'utf-8'));
   const fetched = [manifest.graphs.prefill.file, manifest.graphs.decode.file, manifest.weights_file, 'tokenizer.json', 'tokenizer_config.json', 'manifest.json'];
   const bytes = fetched.reduce((sum, file) => sum + (manifest.files[file]?.size ?? 0), 0);
-  const sameTokens = s.browser.every((b, i) => JSON.stringify(b.ids) === JSON.stringify(s.node[i].ids));
-  const node = { load_ms: median(s.node.map((x) => x.loadMs)), tokens_per_s: median(s.node.map((x) => x.tokensPerSecond)) };
+  const sameTokens = s.browser.every((b, i) => JSON.stringify(b.ids) === JSON.stringify(s.node[i].ids) && JSON.stringify(b.ids) === JSON.stringify(s.node1[i].ids));
+  /** @param {any[]} xs */
+  const figures = (xs) => ({ load_ms: median(xs.map((x) => x.loadMs)), tokens_per_s: median(xs.map((x) => x.tokensPerSecond)) });
+  const node = figures(s.node);
+  const node1 = figures(s.node1);
   const web = { load_ms: median(s.browser.map((x) => x.loadMs)), tokens_per_s: median(s.browser.map((x) => x.tokensPerSecond)), wasm_threads: s.browser[0].threads };
   return {
     export: name, precision: manifest.precision, download_bytes: bytes, same_tokens_node_and_browser: sameTokens,
-    node, browser: web,
+    node, node_1_thread: node1, browser: web,
     browser_over_node: { load_time: web.load_ms / node.load_ms, tokens_per_s: web.tokens_per_s / node.tokens_per_s },
-    per_round: { node: s.node.map(({ ids, ...x }) => x), browser: s.browser.map(({ ids, ...x }) => x) },
+    browser_over_node_1_thread: { load_time: web.load_ms / node1.load_ms, tokens_per_s: web.tokens_per_s / node1.tokens_per_s },
+    per_round: { node: s.node.map(({ ids, ...x }) => x), node_1_thread: s.node1.map(({ ids, ...x }) => x), browser: s.browser.map(({ ids, ...x }) => x) },
   };
 }
 
@@ -98,11 +105,20 @@ function table(r) {
     `${e.cpu}, ${e.cpu_count} cores, ${e.memory_gib} GiB; Node ${e.node}, ${e.chromium}, onnxruntime-node ${e['onnxruntime-node']}, onnxruntime-web ${e['onnxruntime-web']}.`,
     `${e.machine_note}. Medians of ${r.rounds} rounds after a warm-up round; each round loads each export afresh (files fetched, sha256 checked, sessions created) and generates ${r.max_new_tokens} greedy tokens after ${JSON.stringify(r.prompt)}.`,
     '',
-    '| export | download | Node load | browser load | load ratio | Node tokens/s | browser tokens/s | speed ratio | same tokens |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
+    'Node runs twice per round: onnxruntime-node\'s default threads (intra-op = cores) and one intra-op thread (what the browser\'s WebAssembly gets here). Ratios: browser / Node, per figure (load: higher is slower; tokens/s: lower is slower).',
+    '',
+    '| export | download | load: Node / Node 1 thread / browser | load, browser ÷ Node (÷ Node 1 thread) | tokens/s: Node / Node 1 thread / browser | tokens/s, browser ÷ Node (÷ Node 1 thread) | same tokens |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const row of r.rows) {
-    lines.push(`| ${row.export} | ${(row.download_bytes / 2 ** 20).toFixed(1)} MiB | ${row.node.load_ms.toFixed(0)} ms | ${row.browser.load_ms.toFixed(0)} ms | ${row.browser_over_node.load_time.toFixed(2)}x | ${row.node.tokens_per_s.toFixed(0)} | ${row.browser.tokens_per_s.toFixed(0)} (${row.browser.wasm_threads} WASM thread) | ${row.browser_over_node.tokens_per_s.toFixed(2)}x | ${row.same_tokens_node_and_browser ? 'yes' : 'NO'} |`);
+    const ms = (/** @type {number} */ x) => x.toFixed(0);
+    const ratio = (/** @type {number} */ x) => `${x.toFixed(2)}×`;
+    lines.push(
+      `| ${row.export} | ${(row.download_bytes / 2 ** 20).toFixed(1)} MiB | ${ms(row.node.load_ms)} / ${ms(row.node_1_thread.load_ms)} / ${ms(row.browser.load_ms)} ms | ` +
+        `${ratio(row.browser_over_node.load_time)} (${ratio(row.browser_over_node_1_thread.load_time)}) | ` +
+        `${ms(row.node.tokens_per_s)} / ${ms(row.node_1_thread.tokens_per_s)} / ${ms(row.browser.tokens_per_s)} (${row.browser.wasm_threads} WASM thread) | ` +
+        `${ratio(row.browser_over_node.tokens_per_s)} (${ratio(row.browser_over_node_1_thread.tokens_per_s)}) | ${row.same_tokens_node_and_browser ? 'yes' : 'NO'} |`,
+    );
   }
   return lines.join('\n') + '\n';
 }
@@ -116,7 +132,7 @@ function environment() {
     cpu: model, cpu_count: os.cpus().length, memory_gib: Math.round(os.totalmem() / 2 ** 30),
     node: process.version, chromium: execFileSync(CHROMIUM, ['--version'], { encoding: 'utf-8' }).trim(),
     'onnxruntime-node': version('onnxruntime-node'), 'onnxruntime-web': version('onnxruntime-web'),
-    machine_note: 'shared with other work while measured: absolute figures are noisy; the ratios come from rounds alternating Node and the browser',
+    machine_note: 'Shared with other work while measured: absolute figures are noisy; the ratios come from rounds alternating Node and the browser',
     node_threads: 'onnxruntime-node default (intra-op threads = cores)',
   };
 }

@@ -39,6 +39,10 @@ describe('the page in headless Chromium', { timeout: 240_000 }, () => {
         assert.deepEqual(result.ids, prompt.greedy.ids, `browser console:\n${browser.console.join('\n')}`);
         assert.equal(result.text, prompt.greedy.text);
         assert.equal(result.finishReason, prompt.greedy.finish_reason);
+        await browser.page.evaluate(() => {
+          const lines = document.querySelectorAll('.ids');
+          lines[lines.length - 1].textContent += ' · equals fixtures/expectations.json ✓';
+        });
       });
     }
   }
