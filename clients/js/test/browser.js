@@ -10,8 +10,9 @@ export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 /**
  * Serve the package and `modelsFolder` at /models/, open the page, and hand back a handle.
  * @param {string} modelsFolder @param {Record<string, string>} [extraMounts]
+ * @param {{page?: string, ready?: string}} [which]  the page, and the global it sets when ready
  */
-export async function openPage(modelsFolder, extraMounts = {}) {
+export async function openPage(modelsFolder, extraMounts = {}, { page: pagePath = '/web/index.html', ready = 'gpt2onnx' } = {}) {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or set CHROMIUM)`);
   const server = await startStaticServer({ '/': PACKAGE_ROOT, '/models/': modelsFolder, ...extraMounts });
   const browser = await puppeteer.launch({
@@ -26,8 +27,13 @@ export async function openPage(modelsFolder, extraMounts = {}) {
     page.on('console', (message) => console_.push(`${message.type()}: ${message.text()}`));
     page.on('pageerror', (error) => console_.push(`pageerror: ${error}`));
     await page.setViewport({ width: 1100, height: 900 });
-    await page.goto(`${server.url}/web/index.html`, { waitUntil: 'load' });
-    await page.waitForFunction(() => /** @type {any} */ (window).gpt2onnx?.ready, { timeout: 30_000 });
+    // Nothing but the local server may be reached (no CDN, no hub).
+    page.on('request', (request) => {
+      const url = request.url();
+      if (!url.startsWith(server.url) && !url.startsWith(`blob:${server.url}`)) console_.push(`request outside the local server: ${url}`);
+    });
+    await page.goto(`${server.url}${pagePath}`, { waitUntil: 'load' });
+    await page.waitForFunction((name) => /** @type {any} */ (window)[name]?.ready, { timeout: 30_000 }, ready);
     return {
       page,
       server,

@@ -3,12 +3,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it, before, after } from 'node:test';
 import { AutoModelForCausalLM, AutoTokenizer, env } from '@huggingface/transformers';
-import { REPO_ROOT, fixtureExports } from './fixtures.js';
+import { openPage } from './browser.js';
+import { PACKAGE_ROOT, REPO_ROOT, fixtureExports } from './fixtures.js';
 
 // The Python command line that makes the folder: GPT2_ONNX_CLI, else the repository's virtual environment.
 const CLI = process.env.GPT2_ONNX_CLI ?? path.join(REPO_ROOT, process.env.VENV ?? '.venv', 'bin', 'gpt2-onnx');
@@ -51,4 +52,24 @@ describe('transformers.js loads the folder gpt2-onnx transformers-js makes', { t
       }
     });
   }
+
+  it('in headless Chromium, transformers.js\'s browser build (WebAssembly) gives the same tokens', async () => {
+    const browser = await openPage(work, { '/tjs/': work }, { page: '/web/transformers.html', ready: 'transformersJs' });
+    try {
+      for (const { expected } of exports) {
+        const dtype = DTYPES[expected.precision];
+        for (const prompt of expected.prompts) {
+          const spec = { model: 'model', dtype, prompt: prompt.text, maxNewTokens: prompt.greedy.max_new_tokens };
+          const result = await browser.page.evaluate((s) => /** @type {any} */ (window).transformersJs.generate(s), spec);
+          assert.deepEqual(result.ids, prompt.greedy.ids, `${dtype} ${JSON.stringify(prompt.text)}\n${browser.console.join('\n')}`);
+          assert.equal(result.text, prompt.greedy.text);
+        }
+      }
+      assert.deepEqual(browser.console.filter((line) => line.startsWith('request outside')), []);
+      await mkdir(path.join(PACKAGE_ROOT, 'out'), { recursive: true });
+      await browser.page.screenshot({ path: path.join(PACKAGE_ROOT, 'out', 'transformers-js-browser.png'), fullPage: true });
+    } finally {
+      await browser.close();
+    }
+  });
 });
