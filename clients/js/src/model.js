@@ -3,7 +3,7 @@
 // same code (src/node.js, src/web.js).
 import { Tokenizer } from '@huggingface/tokenizers';
 import { MissingFileError, NotAnExportError, OptionsError, PromptTooLongError } from './errors.js';
-import { readAllChecked, readChecked } from './integrity.js';
+import { readAllChecked } from './integrity.js';
 import { MANIFEST_FILE, parseManifest } from './manifest.js';
 import { tokenSelector } from './sampling.js';
 import { TextStream } from './text_stream.js';
@@ -176,4 +176,3 @@ function lastLogits(logits) {
   return data.subarray(data.length - vocab);
 }
 
-export { readChecked };
