@@ -88,7 +88,7 @@ async function summary(name, s) {
   const node1 = figures(s.node1);
   const web = { load_ms: median(s.browser.map((x) => x.loadMs)), tokens_per_s: median(s.browser.map((x) => x.tokensPerSecond)), wasm_threads: s.browser[0].threads };
   return {
-    export: name, precision: manifest.precision, download_bytes: bytes, same_tokens_node_and_browser: sameTokens,
+    export: name, precision: manifest.precision, source: manifest.model?.source, export_options: manifest.export?.options, download_bytes: bytes, same_tokens_node_and_browser: sameTokens,
     node, node_1_thread: node1, browser: web,
     browser_over_node: { load_time: web.load_ms / node.load_ms, tokens_per_s: web.tokens_per_s / node.tokens_per_s },
     browser_over_node_1_thread: { load_time: web.load_ms / node1.load_ms, tokens_per_s: web.tokens_per_s / node1.tokens_per_s },
@@ -120,6 +120,7 @@ function table(r) {
         `${ratio(row.browser_over_node.tokens_per_s)} (${ratio(row.browser_over_node_1_thread.tokens_per_s)}) | ${row.same_tokens_node_and_browser ? 'yes' : 'NO'} |`,
     );
   }
+  lines.push('', 'Exports: ' + r.rows.map((row) => `${row.export} = \`${row.source}\` ${JSON.stringify(row.export_options ?? {})}`).join('; ') + '.');
   return lines.join('\n') + '\n';
 }
 
