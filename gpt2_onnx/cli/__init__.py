@@ -59,9 +59,10 @@ def _register() -> None:
     from gpt2_onnx.cli.export_cmd import export
     from gpt2_onnx.cli.run_cmd import run
     from gpt2_onnx.cli.serve_cmd import serve
+    from gpt2_onnx.cli.transformers_js_cmd import transformers_js
     from gpt2_onnx.cli.verify_cmd import verify
 
-    for command in (export, run, verify, bench, serve):
+    for command in (export, run, verify, bench, serve, transformers_js):
         cli.add_command(command)
 
 

@@ -1,0 +1,67 @@
+// onnxruntime-node over the fixture exports: tokens equal fixtures/expectations.json.
+import assert from 'node:assert/strict';
+import { describe, it, before, after } from 'node:test';
+import { loadExport } from '../src/node.js';
+import { fixtureExports } from './fixtures.js';
+
+for (const { name, folder, expected } of fixtureExports()) {
+  describe(`${name} on onnxruntime-node`, () => {
+    /** @type {import('../src/model.js').Gpt2Model} */
+    let model;
+    before(async () => {
+      model = await loadExport(folder);
+    });
+    after(() => model.release());
+
+    it('loads the manifest named precision', () => {
+      assert.equal(model.manifest.precision.replace('float', 'fp'), expected.precision.replace('float', 'fp'));
+    });
+
+    for (const prompt of expected.prompts) {
+      it(`greedy tokens of ${JSON.stringify(prompt.text)} equal the expectations`, async () => {
+        assert.deepEqual(model.encode(prompt.text), prompt.ids);
+        const result = await model.generate(prompt.text, { maxNewTokens: prompt.greedy.max_new_tokens });
+        assert.deepEqual(result.ids, prompt.greedy.ids);
+        assert.equal(result.finishReason, prompt.greedy.finish_reason);
+        assert.equal(result.text, prompt.greedy.text);
+      });
+
+      if (prompt.first_step_top5) {
+        const top5 = prompt.first_step_top5;
+        it(`top-5 logits after ${JSON.stringify(prompt.text)} within logits_atol`, async () => {
+          const logits = await model.nextTokenLogits(prompt.ids);
+          top5.ids.forEach((id, i) => {
+            const diff = Math.abs(logits[id] - top5.logits[i]);
+            assert.ok(diff <= expected.logits_atol, `token ${id}: ${logits[id]} vs ${top5.logits[i]} (atol ${expected.logits_atol})`);
+          });
+        });
+      }
+    }
+
+    it('streams the same tokens and text as generate returns', async () => {
+      const prompt = expected.prompts[0];
+      const streamed = [];
+      let text = '';
+      const iterator = model.stream(prompt.text, { maxNewTokens: prompt.greedy.max_new_tokens });
+      for await (const token of iterator) {
+        streamed.push(token.id);
+        text += token.text;
+      }
+      assert.deepEqual(streamed, prompt.greedy.ids);
+      assert.equal(text, prompt.greedy.text);
+    });
+
+    it('samples reproducibly from a seed, and top-k 1 is greedy', async () => {
+      const prompt = expected.prompts[0].text;
+      const options = { maxNewTokens: 12, temperature: 1.5, topP: 0.95, stopAtEos: false };
+      const a = await model.generate(prompt, { ...options, seed: 7 });
+      const b = await model.generate(prompt, { ...options, seed: 7 });
+      const c = await model.generate(prompt, { ...options, seed: 8 });
+      assert.deepEqual(a.ids, b.ids);
+      assert.notDeepEqual(a.ids, c.ids);
+      const greedy = await model.generate(prompt, { maxNewTokens: 12, stopAtEos: false });
+      const topK1 = await model.generate(prompt, { maxNewTokens: 12, stopAtEos: false, topK: 1, seed: 3 });
+      assert.deepEqual(topK1.ids, greedy.ids);
+    });
+  });
+}
