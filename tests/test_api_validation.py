@@ -69,10 +69,10 @@ def test_onnxruntime_run_failures_are_typed(tiny_export: Path) -> None:
 
 
 BAD_PROMPT_IDS = [
-    ([-1], r"prompt 0 holds -1 at position 0: token ids are integers in \[0, 50257\)"),
-    ([5, 2**70], r"prompt 0 holds 1180591620717411303424 at position 1"),
-    ([50257], r"prompt 0 holds 50257 at position 0"),
-    ([1.5], r"prompt 0 holds 1.5 at position 0"),
+    ([-1], r"prompt 0 holds token id -1 at position 0, outside \[0, 50257\)"),
+    ([5, 2**70], r"prompt 0 holds token id 1180591620717411303424 at position 1, outside"),
+    ([50257], r"prompt 0 holds token id 50257 at position 0"),
+    ([1.5], r"prompt 0 holds 1.5 at position 0: token ids are integers in \[0, 50257\)"),
     ([True], r"prompt 0 holds True at position 0"),
     (["5"], r"prompt 0 holds '5' at position 0"),
     ([], r"prompt 0 is empty"),

@@ -119,10 +119,10 @@ def test_prompt_plus_new_tokens_beyond_the_positions(model: Gpt2Onnx) -> None:
     [
         ({"do_sample": True, "top_p": 0.0}, "top_p must lie in"),
         ({"do_sample": True, "top_p": 1.5}, "top_p must lie in"),
-        ({"do_sample": True, "temperature": 0.0}, "temperature must be > 0"),
+        ({"do_sample": True, "temperature": 0.0}, "temperature must be a finite number > 0"),
         ({"do_sample": True, "top_k": -1}, "top_k must be >= 0"),
         ({"max_new_tokens": 0}, "max_new_tokens must be >= 1"),
-        ({"repetition_penalty": 0.0}, "repetition_penalty must be > 0"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty must be a finite number > 0"),
     ],
 )
 def test_invalid_generation_options(options: dict[str, Any], message: str) -> None:

@@ -159,9 +159,21 @@ BAD_PROMPTS = {
     # the prompt's class of gaps, as raw JSON (a lone surrogate, NaN): (body, fragment of the message, param)
     "lone surrogate": (b'{"model": "tiny", "prompt": "\\ud83d"}', "'prompt' is not valid Unicode: a lone", "prompt"),
     "lone surrogate in a list": (b'{"model": "tiny", "prompt": ["Hi", "a\\udc00"]}', "'prompt'[1] is not", "prompt"),
-    "negative id": (b'{"model": "tiny", "prompt": [-1]}', "'prompt' holds -1 at position 0", "prompt"),
-    "huge id": (b'{"model": "tiny", "prompt": [7, 99999999999999999999999]}', "at position 1: token ids", "prompt"),
-    "id beyond the vocabulary": (b'{"model": "tiny", "prompt": [[1], [50257]]}', "'prompt'[1] holds 50257", "prompt"),
+    "negative id": (
+        b'{"model": "tiny", "prompt": [-1]}',
+        "'prompt' holds token id -1 at position 0, outside",
+        "prompt",
+    ),
+    "huge id": (
+        b'{"model": "tiny", "prompt": [7, 99999999999999999999999]}',
+        "at position 1, outside [0, 50257)",
+        "prompt",
+    ),
+    "id beyond the vocabulary": (
+        b'{"model": "tiny", "prompt": [[1], [50257]]}',
+        "'prompt'[1] holds token id 50257",
+        "prompt",
+    ),
     "float id": (b'{"model": "tiny", "prompt": [1.0]}', "'prompt' must be a string, a list of strings", "prompt"),
     "non-string list member": (b'{"model": "tiny", "prompt": ["Hi", null]}', "'prompt' must be a string", "prompt"),
     "mixed id list": (b'{"model": "tiny", "prompt": [[1, "2"]]}', "'prompt' must be a string", "prompt"),

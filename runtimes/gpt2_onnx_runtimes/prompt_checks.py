@@ -40,11 +40,13 @@ def check_token_ids(ids: object, vocab_size: int, what: str) -> tuple[int, ...]:
     if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
         raise InvalidInputError(f"{what} must be a sequence of token ids, got {type(ids).__name__}")
     for position, item in enumerate(ids):
-        if not _is_integer(item) or not 0 <= int(item) < vocab_size:
-            shown = repr(item)[:_SHOWN]
+        shown = repr(item)[:_SHOWN]
+        if not _is_integer(item):
             raise InvalidInputError(
                 f"{what} holds {shown} at position {position}: token ids are integers in [0, {vocab_size})"
             )
+        if not 0 <= int(item) < vocab_size:
+            raise InvalidInputError(f"{what} holds token id {shown} at position {position}, outside [0, {vocab_size})")
     return tuple(int(item) for item in ids)
 
 
