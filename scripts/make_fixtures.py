@@ -17,9 +17,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel
+
+    from gpt2_onnx.app.export import SharedExportWork
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = "checkpoints/pydocs-tiny"
@@ -39,13 +44,17 @@ PAD = 50256
 LOGITS_ATOL = {"fp32": 1e-4, "int4": 1e-3}
 
 
-def export(name: str, precision: str, out: Path) -> Path:
+def export(name: str, precision: str, out: Path, shared: SharedExportWork, check: bool = True) -> Path:
+    """One fixture export. ``check``: the export's own parity check (the freshness test skips it: the committed
+    fixtures passed it when they were made, and the export tests check parity)."""
     from gpt2_onnx.app.export import export_model
     from gpt2_onnx.config import ExportOptions
 
     folder = out / name
     # Run from the repository root so the manifest names the checkpoint by its path in the repository.
-    export_model(ExportOptions(model=CHECKPOINT, output=folder, precision=precision, force=True))
+    export_model(
+        ExportOptions(model=CHECKPOINT, output=folder, precision=precision, force=True, check=check), None, shared
+    )
     return folder
 
 
@@ -101,12 +110,10 @@ def expectations_for(folder: Path, precision: str) -> dict[str, Any]:
     }
 
 
-def check_against_source(expect: dict[str, Any]) -> None:
+def check_against_source(expect: dict[str, Any], source: GPT2LMHeadModel) -> None:
     """fp32 greedy ids must be transformers' generate on the checkpoint (cheap at this size)."""
     import torch
-    from transformers import GPT2LMHeadModel
 
-    source = GPT2LMHeadModel.from_pretrained(ROOT / CHECKPOINT).eval()
     for prompt in expect["prompts"]:
         with torch.no_grad():
             out = source.generate(
@@ -121,15 +128,23 @@ def check_against_source(expect: dict[str, Any]) -> None:
             raise SystemExit(f"make_fixtures: ONNX greedy {prompt['greedy']['ids']} != transformers {ids}")
 
 
-def make(out: Path, check_source: bool = True) -> dict[str, Any]:
+def make(out: Path, check_source: bool = True, check: bool = True) -> dict[str, Any]:
+    """Write the exports and expectations.json into ``out``. One load and one trace of the checkpoint serve both
+    precisions; ``check``: each export's own parity check; ``check_source``: fp32 greedy tokens against transformers."""
+    from gpt2_onnx.app.export import SharedExportWork
+
     os.chdir(ROOT)
     out.mkdir(parents=True, exist_ok=True)
+    shared = SharedExportWork()
     exports: dict[str, Any] = {}
     for name, precision in EXPORTS.items():
-        folder = export(name, precision, out)
+        folder = export(name, precision, out, shared, check)
         exports[name] = expectations_for(folder, precision)
     if check_source:
-        check_against_source(exports["pydocs-tiny-fp32"])
+        from gpt2_onnx.config import ExportOptions
+
+        source, _ = shared.load(ExportOptions(model=CHECKPOINT, output=out))
+        check_against_source(exports["pydocs-tiny-fp32"], source.model)
     expectations = {
         "schema_version": 1,
         "made_by": "scripts/make_fixtures.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnxruntime as ort
@@ -179,3 +180,29 @@ def test_newer_opsets_export_and_check(tiny_checkpoint: Path, tmp_path: Path, op
         graph = load_graph(folder, kind)
         assert [(o.domain, o.version) for o in graph.opset_import] == [("", opset)]
         assert graph.ir_version == onnx.helper.find_min_ir_version_for(list(graph.opset_import))
+
+
+def _graph_bytes(folder: Path) -> dict[str, bytes]:
+    """The graphs' bytes with the export id (a fresh uuid per export) blanked out, and the weights file's sha256."""
+    export_id = json.loads((folder / "manifest.json").read_text())["export"]["export_id"].encode()
+    found = {name: (folder / name).read_bytes() for name in GRAPH_FILES.values()}
+    assert all(data.count(export_id) == 1 for data in found.values()), "the export id is not in each graph once"
+    blanked = {name: data.replace(export_id, b"0" * len(export_id)) for name, data in found.items()}
+    return {**blanked, WEIGHTS_FILE: sha256_file(folder / WEIGHTS_FILE).encode()}
+
+
+def test_exports_sharing_one_load_and_trace_write_what_exports_of_their_own_write(
+    tiny_checkpoint: Path, tiny_export: Path, shared_export: Any, tmp_path: Path
+) -> None:
+    """scripts/make_fixtures.py exports fp32 and int4 from one load and trace; the graphs it writes must be those of
+    separate exports byte for byte (the passes run on copies of the trace, naming new values as on the trace)."""
+    from gpt2_onnx.app.export import SharedExportWork, export_model
+    from gpt2_onnx.config import ExportOptions
+
+    shared = SharedExportWork()
+    for precision, alone in (("fp32", tiny_export), ("int8", shared_export(precision="int8"))):
+        options = ExportOptions(
+            model=str(tiny_checkpoint), output=tmp_path / precision, precision=precision, check=False
+        )
+        export_model(options, None, shared)
+        assert _graph_bytes(tmp_path / precision) == _graph_bytes(alone), precision

@@ -17,7 +17,7 @@ from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphK
 from gpt2_onnx.progress import Stages
 from gpt2_onnx_exporters.simplify import simplify_graph
 from gpt2_onnx_exporters.source import is_tied
-from gpt2_onnx_exporters.trace import trace_graph
+from gpt2_onnx_exporters.trace import TraceCache, trace_graph
 from gpt2_onnx_exporters.transforms import (
     check_io,
     check_opset,
@@ -79,11 +79,12 @@ def export_graphs(
     export_id: str,
     stages: Stages,
     variant: GraphVariant | None = None,
+    traces: TraceCache | None = None,
 ) -> ExportedGraphs:
     """Trace both graphs, write the shared weights file and both graphs into ``folder``, and check each graph.
 
     Checks: the I/O contract, the opset import, one tied [vocab × d] initializer read by Gather and Gemm(transB=1),
-    and ``onnx.checker.check_model(full_check=True)``.
+    and ``onnx.checker.check_model(full_check=True)``. ``traces``: graphs traced before for this model, reused.
     """
     variant = variant or GraphVariant()
     if simplify and not variant.plain:
@@ -93,7 +94,8 @@ def export_graphs(
     traced: dict[GraphKind, ir.Model] = {}
     for kind in GRAPHS:
         with stages.stage(f"trace {kind}"):
-            traced[kind] = trace_graph(traceable, kind, dims, opset, all_logits)
+            trace = traces.trace if traces is not None else trace_graph
+            traced[kind] = trace(traceable, kind, dims, opset, all_logits)
     del traceable
     if not variant.plain:
         with stages.stage(f"{'optimize, ' if variant.optimize else ''}{variant.precision.name}"):

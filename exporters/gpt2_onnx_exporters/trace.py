@@ -7,6 +7,7 @@ import io
 import logging
 import warnings
 from collections.abc import Iterator
+from copy import deepcopy
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
     from transformers import GPT2LMHeadModel
 
-__all__ = ["trace_graph"]
+__all__ = ["TraceCache", "trace_graph"]
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +106,29 @@ def trace_graph(model: GPT2LMHeadModel, kind: GraphKind, dims: ModelDims, opset:
     if program is None:
         raise ExportError(f"tracing the {kind} graph returned nothing")
     return program.model
+
+
+class TraceCache:
+    """Traced graphs of one loaded model, kept for several exports of it (scripts/make_fixtures.py exports fp32 and
+    int4 from one load). Tracing is most of an export's time; a precision's passes run on the traced graph, so the
+    same trace serves every precision that traces the model itself (not fp16, which traces a float16 copy).
+
+    Each lookup returns a copy (the variants' passes change graphs in place) that names new values and nodes as the
+    traced graph itself would: the graphs written are byte for byte those of an export that traced on its own."""
+
+    def __init__(self, model: GPT2LMHeadModel) -> None:
+        self.model = model  # held, so that its identity stays its own while the cache lives
+        self._traced: dict[tuple[GraphKind, int, bool], ir.Model] = {}
+
+    def trace(self, model: GPT2LMHeadModel, kind: GraphKind, dims: ModelDims, opset: int, all_logits: bool) -> ir.Model:
+        """:func:`trace_graph`, or a copy of the graph traced before for this very model and settings."""
+        if model is not self.model:
+            return trace_graph(model, kind, dims, opset, all_logits)
+        key = (kind, opset, all_logits)
+        if key not in self._traced:
+            self._traced[key] = trace_graph(model, kind, dims, opset, all_logits)
+        traced = self._traced[key]
+        copy = traced.clone()
+        # A clone starts its name counters afresh; the passes' new names must not depend on whether it is a copy.
+        copy.graph._name_authority = deepcopy(traced.graph._name_authority)
+        return copy

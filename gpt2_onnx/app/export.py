@@ -38,11 +38,12 @@ from gpt2_onnx_exporters.model_files import model_description, save_model_config
 from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import SourceModel, load_source
 from gpt2_onnx_exporters.tokenizer_files import save_tokenizer_files
+from gpt2_onnx_exporters.trace import TraceCache
 from gpt2_onnx_exporters.variants import GraphVariant
 from gpt2_onnx_runtimes.golden_check import golden_from_export
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
-__all__ = ["ExportResult", "export_model"]
+__all__ = ["ExportResult", "SharedExportWork", "export_model"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,22 @@ class ExportResult:
     report: ParityReport | None
     timings: dict[str, float]
     interrupted_after_commit: bool = False  # an interrupt came once the export was in place: it is kept
+
+
+class SharedExportWork:
+    """Loaded source models and their traced graphs, shared by several exports in one process (scripts/make_fixtures.py
+    exports one checkpoint at two precisions). Only loading and tracing are shared: each export still runs its
+    precision's passes on its own copy of the traced graphs, and writes and checks its whole folder."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, int | None, str | None, str | None], tuple[SourceModel, TraceCache]] = {}
+
+    def load(self, options: ExportOptions) -> tuple[SourceModel, TraceCache]:
+        key = (options.model, options.seed, options.tokenizer, options.revision)
+        if key not in self._loaded:
+            source = load_source(*key)
+            self._loaded[key] = (source, TraceCache(source.model))
+        return self._loaded[key]
 
 
 def _build_manifest(
@@ -162,16 +179,21 @@ def _runs_the_export(options: ExportOptions) -> bool:
     return options.check or options.precision_info.golden_from == "export"
 
 
-def export_model(options: ExportOptions, report: StageReporter | None = None) -> ExportResult:
+def export_model(
+    options: ExportOptions, report: StageReporter | None = None, shared: SharedExportWork | None = None
+) -> ExportResult:
     """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure.
 
     One pass: the graphs and their weights file, the tokenizer and configs, then (against the manifest held in
     memory) golden vectors and the parity check, then genai_config.json and manifest.json, each written once, and
-    the folder put in place."""
+    the folder put in place. ``shared``: a source model loaded and traced before, reused."""
     check_output_path(options.output, options.force)  # fail before minutes of work
     stages = Stages(report)
     with stages.stage("load model"):
-        source = load_source(options.model, options.seed, options.tokenizer, options.revision)
+        if shared is not None:
+            source, traces = shared.load(options)
+        else:
+            source, traces = load_source(options.model, options.seed, options.tokenizer, options.revision), None
     export_id = uuid.uuid4().hex
     parity: ParityReport | None = None
     with StagedFolder(options.output, options.force) as staged:
@@ -186,6 +208,7 @@ def export_model(options: ExportOptions, report: StageReporter | None = None) ->
             export_id=export_id,
             stages=stages,
             variant=GraphVariant(options.optimize, options.precision_info, options.quantization),
+            traces=traces,
         )
         with stages.stage("save tokenizer and configs"):
             others = save_tokenizer_files(source.tokenizer, folder, source.dims.n_positions)
