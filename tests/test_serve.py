@@ -182,7 +182,7 @@ BAD_PROMPTS = {
     "Infinity": (b'{"model": "tiny", "prompt": "Hi", "max_tokens": Infinity}', "Infinity is not a JSON", None),
     "beyond n_positions": (
         json.dumps({"model": "tiny", "prompt": "Hi", "max_tokens": 128}).encode(),
-        "the prompt has 1 token; with max_tokens 128",
+        "prompt 0 has 1 token; with 'max_tokens' 128 that exceeds the model's 128 positions",
         "max_tokens",
     ),
 }
