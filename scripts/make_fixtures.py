@@ -39,8 +39,10 @@ GREEDY_NEW = 16
 BATCH_NEW = 8
 BEAM = {"num_beams": 3, "max_new_tokens": 8, "length_penalty": 1.0, "early_stopping": False}
 PAD = 50256
-# What a consumer compares first-step logits with: the export's own golden tolerance for fp32; for int4 the
-# consumer runs the same int4 graphs, so the same kernels give the same figures up to threading order.
+# What a consumer compares first-step logits with. It runs the same graphs as the Python runtime that wrote the
+# figures, so only another ONNX Runtime build's kernels and threading order differ: onnxruntime-node 1.30 and the
+# C++ sample's build matched Python's 1.31.1 within these limits here (AMD EPYC); golden.json carries the
+# source-model rule (per case) for checks against the source.
 LOGITS_ATOL = {"fp32": 1e-4, "int4": 1e-3}
 
 
