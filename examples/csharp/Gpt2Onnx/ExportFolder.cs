@@ -59,7 +59,7 @@ public sealed record Manifest(
                 OptionalId(tokens, "eos_token_id"), OptionalId(tokens, "pad_token_id"),
                 Graph(graphs.GetProperty("prefill"), path), Graph(graphs.GetProperty("decode"), path),
                 root.TryGetProperty("precision", out JsonElement p) ? p.GetString() ?? "float32" : "float32",
-                weightsFile, index, Files(root.GetProperty("files"), path),
+                weightsFile, index, ReadFiles(root.GetProperty("files"), path),
                 root.TryGetProperty("padding_side", out JsonElement side) ? side.GetString() ?? "left" : "left");
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
@@ -69,7 +69,7 @@ public sealed record Manifest(
     }
 
     // "files": {name: {"size": int, "sha256": hex}}: every file of the folder but manifest.json itself.
-    private static Dictionary<string, FileRecord> Files(JsonElement files, string path)
+    private static Dictionary<string, FileRecord> ReadFiles(JsonElement files, string path)
     {
         var records = new Dictionary<string, FileRecord>(StringComparer.Ordinal);
         foreach (JsonProperty file in files.EnumerateObject())
