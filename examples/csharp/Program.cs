@@ -1,13 +1,12 @@
-// gpt2-onnx C# sample: check an export folder against its golden.json with Microsoft.ML.OnnxRuntime alone
-// (InferenceSession, OrtValue, IO binding), tokenize with Microsoft.ML.Tokenizers, and optionally run the same
-// prompts through onnxruntime-genai (--genai).
+// gpt2-onnx C# sample on the Gpt2Onnx library: open an export folder (manifest, size + sha256 of every file, the
+// folder's own tokenizer), check it against its golden.json with ONNX Runtime (InferenceSession, OrtValue, IO
+// binding), print one greedy continuation, and optionally run the same prompts through onnxruntime-genai (--genai).
 //
 //   dotnet run -c Release -- EXPORT_FOLDER [--provider cpu|cuda] [--device-id N] [--no-batch] [--genai]
 //                            [--weights shared-unpacked|per-session]
 //
 // Exit status: 0 all match, 1 a mismatch, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
 using Microsoft.ML.OnnxRuntime;
-using Microsoft.ML.Tokenizers;
 
 namespace Gpt2Onnx.Sample;
 
@@ -68,37 +67,34 @@ public static class Program
 
     private static int Run(string folder, string provider, int deviceId, bool batch, bool genai, bool shareWeights)
     {
-        Manifest manifest = Manifest.Read(folder);
+        var options = new Gpt2ModelOptions { Provider = provider, DeviceId = deviceId, ShareWeights = shareWeights };
+        using Gpt2Model model = Gpt2Model.Open(folder, options);  // refuses a missing, changed or foreign folder
+        Manifest manifest = model.Manifest;
         Golden golden = Golden.Read(Path.Combine(folder, "golden.json"));
         Console.WriteLine($"export {folder}: {manifest.NLayer} layers, {manifest.NHead} heads, d={manifest.NEmbd}, "
             + $"vocab {manifest.VocabSize}, opset {manifest.Opset} (needs ONNX Runtime >= {manifest.MinOnnxRuntime}), "
-            + $"provider {provider}");
+            + $"provider {provider}; {manifest.Files.Count} files match manifest.json (size + sha256)");
         var report = new Report();
 
-        // GPT-2's byte-level BPE in .NET: the same ids as the export's tokenizer.json for every golden prompt.
-        // (BpeTokenizer over the folder's vocab.json + merges.txt is the alternative for a checkpoint's own files.)
-        Tokenizer tokenizer = TiktokenTokenizer.CreateForModel("gpt2");
+        // The folder's own vocab.json + merges.txt (BpeTokenizer, byte level): the golden prompt ids.
         for (int i = 0; i < golden.Cases.Count; i++)
         {
-            IReadOnlyList<int> ids = tokenizer.EncodeToIds(golden.Cases[i].Prompt);
-            report.Add(ids.Select(id => (long)id).SequenceEqual(golden.Cases[i].InputIds),
-                $"case {i}: Microsoft.ML.Tokenizers gives the golden prompt ids");
+            report.Add(model.Tokenizer.Encode(golden.Cases[i].Prompt).SequenceEqual(golden.Cases[i].InputIds),
+                $"case {i}: the folder's tokenizer gives the golden prompt ids");
         }
 
-        using (var sessions = new ExportSessions(folder, manifest, provider, deviceId, shareWeights))
+        ExportSessions sessions = model.Sessions;
+        Console.WriteLine(sessions.SharedWeights is { } shared
+            ? $"weights: one map of {manifest.WeightsFile} ({shared.TensorCount} tensors, "
+              + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
+            : "weights: loaded and prepacked by ONNX Runtime for each session");
+        Console.WriteLine($"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
+        GoldenCheck.Run(sessions, golden, batch, report);
+        if (golden.Cases.Count > 0)  // case 0's continuation as text, through the library's generate loop
         {
-            Console.WriteLine(sessions.SharedWeights is { } shared
-                ? $"weights: one map of {manifest.WeightsFile} ({shared.TensorCount} tensors, "
-                  + $"{shared.MappedBytes / (1024 * 1024)} MiB) shared by both sessions, prepacking off"
-                : "weights: loaded and prepacked by ONNX Runtime for each session");
-            Console.WriteLine(
-                $"memory: working set {Environment.WorkingSet / (1024 * 1024)} MiB with both sessions loaded");
-            long[][] tokens = GoldenCheck.Run(sessions, golden, batch, report);
-            if (tokens.Length > 0)  // case 0's continuation as text
-            {
-                string text = tokenizer.Decode(tokens[0].Select(t => (int)t));
-                Console.WriteLine($"\"{golden.Cases[0].Prompt}\" → \"{text}\"");
-            }
+            GenerationResult result = model.Generate(golden.Cases[0].Prompt,
+                new GenerationOptions { MaxNewTokens = Math.Max(1, golden.Cases[0].GreedyIds.Length) });
+            Console.WriteLine($"\"{golden.Cases[0].Prompt}\" → \"{result.Text}\" ({result.FinishReason})");
         }
 
         if (genai)

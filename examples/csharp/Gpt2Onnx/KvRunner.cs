@@ -5,7 +5,7 @@
 // come back to them.
 using Microsoft.ML.OnnxRuntime;
 
-namespace Gpt2Onnx.Sample;
+namespace Gpt2Onnx;
 
 /// <summary>The two sessions of one export folder and the names that join them; shared by every KvRunner.</summary>
 public sealed class ExportSessions : IDisposable

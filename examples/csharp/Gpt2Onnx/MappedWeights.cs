@@ -9,7 +9,7 @@ using System.IO.MemoryMappedFiles;
 using Microsoft.ML.OnnxRuntime;
 using Microsoft.ML.OnnxRuntime.Tensors;
 
-namespace Gpt2Onnx.Sample;
+namespace Gpt2Onnx;
 
 /// <summary>Where one tensor lies in the weights file (manifest.json's weights_index).</summary>
 public sealed record WeightEntry(string Name, string Dtype, long[] Shape, long Offset, long Length)

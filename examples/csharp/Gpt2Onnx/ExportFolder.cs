@@ -2,10 +2,11 @@
 // (prompts with the source model's greedy continuation and last-position top-5 logits).
 using System.Text.Json;
 
-namespace Gpt2Onnx.Sample;
+namespace Gpt2Onnx;
 
-/// <summary>An export folder or one of its files is missing, malformed or not one this sample reads.</summary>
-public sealed class ExportFolderException(string message) : Exception(message);
+
+/// <summary>One file the manifest lists: its size in bytes and its sha256 (lower-case hex).</summary>
+public sealed record FileRecord(long Size, string Sha256);
 
 /// <summary>One graph: its file and its tensor names in graph order.</summary>
 public sealed record GraphSpec(string File, IReadOnlyList<string> Inputs, IReadOnlyList<string> Outputs);
@@ -16,10 +17,12 @@ public sealed record GraphSpec(string File, IReadOnlyList<string> Inputs, IReadO
 public sealed record Manifest(
     int NLayer, int NHead, int NEmbd, int VocabSize, int NPositions, int Opset, string MinOnnxRuntime,
     int? EosTokenId, int? PadTokenId, GraphSpec Prefill, GraphSpec Decode,
-    string Precision, string WeightsFile, IReadOnlyList<WeightEntry> WeightsIndex)
+    string Precision, string WeightsFile, IReadOnlyList<WeightEntry> WeightsIndex,
+    IReadOnlyDictionary<string, FileRecord> Files, string PaddingSide)
 {
     private const int SchemaVersion = 1;  // the newest manifest.json schema this sample reads
 
+    /// <summary>Reads and checks FOLDER/manifest.json (not the files it lists: see ExportFolder.Verify).</summary>
     public static Manifest Read(string folder)
     {
         string path = Path.Combine(folder, "manifest.json");
@@ -56,12 +59,29 @@ public sealed record Manifest(
                 OptionalId(tokens, "eos_token_id"), OptionalId(tokens, "pad_token_id"),
                 Graph(graphs.GetProperty("prefill"), path), Graph(graphs.GetProperty("decode"), path),
                 root.TryGetProperty("precision", out JsonElement p) ? p.GetString() ?? "float32" : "float32",
-                weightsFile, index);
+                weightsFile, index, ReadFiles(root.GetProperty("files"), path),
+                root.TryGetProperty("padding_side", out JsonElement side) ? side.GetString() ?? "left" : "left");
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
         {
-            throw new ExportFolderException($"{path} is malformed: {e.Message}");
+            throw new NotAnExportException($"{path} is malformed: {e.Message}");
         }
+    }
+
+    // "files": {name: {"size": int, "sha256": hex}}: every file of the folder but manifest.json itself.
+    private static Dictionary<string, FileRecord> ReadFiles(JsonElement files, string path)
+    {
+        var records = new Dictionary<string, FileRecord>(StringComparer.Ordinal);
+        foreach (JsonProperty file in files.EnumerateObject())
+        {
+            records[PlainFileName(file.Name, path)] = new FileRecord(
+                file.Value.GetProperty("size").GetInt64(), file.Value.GetProperty("sha256").GetString() ?? "");
+        }
+        if (records.Count == 0)
+        {
+            throw new NotAnExportException($"{path} lists no files");
+        }
+        return records;
     }
 
     private static GraphSpec Graph(JsonElement entry, string path)
@@ -89,7 +109,7 @@ public sealed record Manifest(
     {
         if (!File.Exists(path))
         {
-            throw new ExportFolderException($"{path} does not exist; is this a gpt2-onnx export folder?");
+            throw new NotAnExportException($"{path} does not exist; is this a gpt2-onnx export folder?");
         }
         JsonDocument doc;
         try
@@ -98,7 +118,7 @@ public sealed record Manifest(
         }
         catch (JsonException e)
         {
-            throw new ExportFolderException($"{path} is not valid JSON: {e.Message}");
+            throw new NotAnExportException($"{path} is not valid JSON: {e.Message}");
         }
         JsonElement root = doc.RootElement;
         if (root.ValueKind != JsonValueKind.Object
@@ -106,7 +126,7 @@ public sealed record Manifest(
             || !root.TryGetProperty("schema_version", out JsonElement v) || v.GetInt32() > newestSchema)
         {
             doc.Dispose();
-            throw new ExportFolderException($"{path} is not a {format} file this sample reads");
+            throw new NotAnExportException($"{path} is not a {format} file this library reads");
         }
         return doc;
     }
@@ -147,7 +167,7 @@ public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
         }
         catch (Exception e) when (e is KeyNotFoundException or InvalidOperationException or FormatException)
         {
-            throw new ExportFolderException($"{path} is malformed: {e.Message}");
+            throw new NotAnExportException($"{path} is malformed: {e.Message}");
         }
     }
 }

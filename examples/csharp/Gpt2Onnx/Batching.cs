@@ -1,6 +1,6 @@
 // Batches as the graphs take them (left padding, the position-id rule) and picking tokens from logits.
 // Row-major (rows, cols) long[] buffers, the layout of the graphs' int64 inputs.
-namespace Gpt2Onnx.Sample;
+namespace Gpt2Onnx;
 
 public static class Batching
 {

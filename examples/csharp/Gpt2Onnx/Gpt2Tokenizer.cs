@@ -1,0 +1,45 @@
+// GPT-2's byte-level BPE over the export folder's OWN vocab.json + merges.txt (Microsoft.ML.Tokenizers'
+// BpeTokenizer), not a tokenizer built into a package: a checkpoint with its own files gets its own ids.
+using System.Text.RegularExpressions;
+using Microsoft.ML.Tokenizers;
+
+namespace Gpt2Onnx;
+
+public sealed class Gpt2Tokenizer
+{
+    public const string VocabFile = "vocab.json", MergesFile = "merges.txt", EndOfText = "<|endoftext|>";
+
+    // GPT-2's pre-tokenization pattern (the one in OpenAI's encoder.py and Hugging Face's ByteLevel pre-tokenizer).
+    private const string Gpt2Pattern =
+        @"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+    private readonly Tokenizer _tokenizer;
+
+    public Gpt2Tokenizer(string folder, int endOfTextId)
+    {
+        var special = new Dictionary<string, int> { [EndOfText] = endOfTextId };
+        var options = new BpeOptions(Path.Combine(folder, VocabFile), Path.Combine(folder, MergesFile))
+        {
+            ByteLevel = true,  // UTF-8 bytes mapped to GPT-2's printable alphabet (space → 'Ġ')
+            PreTokenizer = new RegexPreTokenizer(new Regex(Gpt2Pattern, RegexOptions.Compiled), special),
+            SpecialTokens = special,
+        };
+        try
+        {
+            _tokenizer = BpeTokenizer.Create(options);
+        }
+        catch (Exception e) when (e is InvalidOperationException or ArgumentException or System.Text.Json.JsonException)
+        {
+            throw new NotAnExportException($"{folder}: vocab.json/merges.txt are not a BPE tokenizer: {e.Message}");
+        }
+        EndOfTextId = endOfTextId;
+    }
+
+    public int EndOfTextId { get; }
+
+    /// <summary>Text → ids; "<|endoftext|>" in the text becomes its id.</summary>
+    public long[] Encode(string text) => _tokenizer.EncodeToIds(text).Select(id => (long)id).ToArray();
+
+    /// <summary>Ids → text (byte-level: a multi-byte character split across ids decodes once all its bytes are in).</summary>
+    public string Decode(IEnumerable<long> ids) => _tokenizer.Decode(ids.Select(id => checked((int)id))) ?? "";
+}
