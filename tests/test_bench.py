@@ -141,6 +141,18 @@ def test_paired_ratios() -> None:
     assert "ours ratio" in report.table()
 
 
+def test_first_token_overhead_row() -> None:
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0)
+    raws = [_raw("eager", "eager", 0.010, settings), _raw("ours", "onnx", 0.005, settings)]
+    for answer in raws[1].tasks["first_token/4"]:
+        answer["first_token_s"] = answer["first_token_s"] + 0.002  # 2 ms above the graph's prefill
+    report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
+    assert report.systems["ours"]["figures"]["first_token_overhead_ms/4"] == pytest.approx(2.0)
+    assert report.systems["eager"]["figures"]["first_token_overhead_ms/4"] == pytest.approx(0.0)
+    row = next(line for line in report.table().splitlines() if "time to first token − graph prefill, 4" in line)
+    assert "2.0" in row
+
+
 def _table_row(table: str, label: str) -> list[str]:
     [line] = [line for line in table.splitlines() if line.startswith(label)]
     return line[len(label) :].split()

@@ -11,7 +11,7 @@ import pytest
 
 from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx_runtimes import Gpt2Onnx
-from gpt2_onnx_runtimes.kv_buffers import KvBuffers
+from gpt2_onnx_runtimes.kv_buffers import BufferPool, KvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from tests.test_runtime_loading import cuda_works
 
@@ -84,3 +84,38 @@ def test_cuda_reorder_stays_on_the_device_and_equals_the_cpu(model: Gpt2Onnx, ti
     on_gpu = _decode_after(KvCacheRunner(gpu._loaded), rows, PROMPTS)
     on_cpu = _decode_after(KvCacheRunner(model._loaded, 32, max_batch=4), rows, PROMPTS)
     np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-3, atol=1e-3)
+
+
+def test_pool_reuses_and_grows_buffers() -> None:
+    pool = BufferPool(keep=2)
+    first = KvBuffers(2, 1, 2, 8, 4, pool=pool)
+    address = first._buffers[0].ctypes.data
+    del first  # its two arrays go back to the pool
+    assert pool.free_floats == 2 * 2 * 1 * 2 * 8 * 4
+    again = KvBuffers(2, 1, 2, 8, 4, pool=pool)
+    assert address in {b.ctypes.data for b in again._buffers}  # the same memory, not a new mapping
+    del again
+    bigger = KvBuffers(2, 3, 2, 16, 4, pool=pool)  # none fits: a new, larger pair
+    assert all(b.size == 2 * 3 * 2 * 16 * 4 for b in bigger._buffers)
+    del bigger
+    assert pool.free_floats == 2 * 2 * 3 * 2 * 16 * 4  # the larger pair kept, the smaller dropped
+
+
+def test_stale_pool_contents_do_not_change_a_generation(model: Gpt2Onnx) -> None:
+    loaded = model._loaded
+    dims = loaded.manifest.dims
+    size = 2 * dims.n_layer * 6 * dims.n_head * 32 * dims.head_dim  # every cache tensor, 6 rows, 32 positions
+    stale = [np.full(size, np.nan, dtype=np.float32) for _ in range(2)]  # garbage in every position
+    poisoned = BufferPool()
+    poisoned.give(stale)
+    loaded.kv_pool, fresh = poisoned, loaded.kv_pool
+    try:
+        runner = KvCacheRunner(loaded, 32, max_batch=6)
+        reused = _decode_after(runner, np.array([2, 0, 1]), PROMPTS)
+        assert poisoned.free_floats == 0  # the runner holds the stale arrays
+        del runner
+        assert poisoned.free_floats == 2 * size  # and gave them back
+    finally:
+        loaded.kv_pool = fresh
+    expected = _decode_after(KvCacheRunner(loaded), np.array([2, 0, 1]), PROMPTS)
+    np.testing.assert_allclose(reused, expected, rtol=1e-5, atol=1e-5)

@@ -99,6 +99,10 @@ def _system_figures(raw: RawResults, timed: Sequence[Metric]) -> dict[str, Any]:
     for metric in timed:
         per_round = [metric.figure(answer) for answer in raw.tasks[metric.task]]
         figures[metric.key] = float(np.median(per_round))
+    for key in [m.key for m in timed if m.key.startswith("first_token_ms/")]:
+        prefill = figures.get(key.replace("first_token_ms/", "prefill_ms/"))
+        if prefill is not None:  # what generation adds to the graph's own prefill: buffers, the first choice
+            figures[key.replace("first_token_ms/", "first_token_overhead_ms/")] = figures[key] - prefill
     steps = [1000.0 * s for answer in raw.tasks["decode"] for s in answer["step_s"]]
     figures["decode_ms_per_token_p90"] = float(np.percentile(steps, 90))
     return figures

@@ -55,6 +55,11 @@ def _rows(report: BenchReport) -> list[list[str]]:
                 *_ratio_cells(report, metric.key, ".2f"),
             ]
         )
+        if metric.key.startswith("first_token_ms/"):
+            n = metric.key.split("/")[1]
+            overhead = _cells(report, ("figures", f"first_token_overhead_ms/{n}"), ",.1f")
+            label = f"time to first token − graph prefill, {n} (ms)"
+            rows.append([label, LOWER, *overhead, *_ratio_cells(report, None, "")])
         if metric.key == "decode_ms_per_token":
             p90 = _cells(report, ("figures", "decode_ms_per_token_p90"), ",.1f")
             rows.append(["decode ms/token (p90)", LOWER, *p90, *_ratio_cells(report, None, "")])

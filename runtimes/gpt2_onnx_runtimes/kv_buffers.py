@@ -14,10 +14,18 @@ Beam search reorders the cache's rows between steps (:meth:`KvBuffers.reorder`):
 otherwise, or for a new batch size (the prompts' rows expanded to one per beam after the prefill), every row is
 gathered once into the other buffer, which then holds the past. Rows are contiguous (nh·P·hs floats each), so
 either is one numpy copy per cache tensor.
+
+The memory itself is kept per loaded model (:class:`BufferPool`): a generation takes two arrays at least as large
+as it needs and gives them back when its buffers are dropped, so the next request reuses pages already mapped
+instead of faulting fresh ones in during its prefill (a large ``np.empty`` is a new mapping each time, and each
+first write to a page costs a fault and the kernel's zeroing). Nothing is zero-filled: the graph reads only the
+past positions that a step has written, and reads them under the attention mask.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +33,46 @@ import numpy as np
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["KvBuffers"]
+__all__ = ["BufferPool", "KvBuffers"]
+
+
+class BufferPool:
+    """Free float32 arrays kept for reuse, shared by every generation of one loaded model; thread-safe.
+
+    :meth:`take` hands out the smallest free array of at least ``size`` floats, or allocates one (the larger free
+    one dropped, so the pool grows rather than piling up); :meth:`give` returns it. At most ``keep`` arrays stay
+    free (two per concurrent generation are in use while it runs)."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self._keep = keep
+
+    def take(self, size: int) -> np.ndarray:
+        with self._lock:
+            fitting = [a for a in self._free if a.size >= size]
+            if fitting:
+                best = min(fitting, key=lambda a: a.size)
+                self._free.remove(best)
+                return best
+            if self._free:  # none large enough: drop the smallest so the pool grows instead of piling up
+                self._free.remove(min(self._free, key=lambda a: a.size))
+        return np.empty(size, dtype=np.float32)
+
+    def give(self, arrays: list[np.ndarray]) -> None:
+        with self._lock:
+            self._free.extend(arrays)
+            self._free.sort(key=lambda a: a.size, reverse=True)
+            del self._free[self._keep :]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+    @property
+    def free_floats(self) -> int:
+        with self._lock:
+            return sum(a.size for a in self._free)
 
 
 class KvBuffers:
@@ -33,12 +80,23 @@ class KvBuffers:
     ``max_batch`` rows (default ``batch``) when :meth:`reorder` will grow the batch."""
 
     def __init__(
-        self, count: int, batch: int, n_head: int, capacity: int, head_dim: int, max_batch: int | None = None
+        self,
+        count: int,
+        batch: int,
+        n_head: int,
+        capacity: int,
+        head_dim: int,
+        max_batch: int | None = None,
+        pool: BufferPool | None = None,
     ) -> None:
         self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
         self.max_batch = max(batch, max_batch or batch)
         size = self.max_batch * n_head * capacity * head_dim
-        self._buffers = [np.empty((count, size), dtype=np.float32) for _ in range(2)]  # (count, B·nh·C·hs) each
+        if pool is None:
+            pool = BufferPool(keep=0)
+        flats = [pool.take(count * size) for _ in range(2)]  # at least count·B·nh·C·hs floats each
+        self._buffers = [flat[: count * size].reshape(count, size) for flat in flats]  # (count, B·nh·C·hs) each
+        weakref.finalize(self, pool.give, flats)  # back to the pool once this generation drops its buffers
         self._current = 0  # the buffer holding the past
         self.length = 0  # positions in the past
 

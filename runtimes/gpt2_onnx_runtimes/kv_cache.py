@@ -78,7 +78,13 @@ class KvCacheRunner:
         batch = input_ids.shape[0]
         if self._capacity is not None:
             self._buffers = KvBuffers(
-                len(self._past_names), batch, self._dims.n_head, self._capacity, self._dims.head_dim, self._max_batch
+                len(self._past_names),
+                batch,
+                self._dims.n_head,
+                self._capacity,
+                self._dims.head_dim,
+                self._max_batch,
+                pool=self._loaded.kv_pool,
             )
         elif self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
             empty = np.zeros((batch, self._dims.n_head, 0, self._dims.head_dim), dtype=np.float32)  # (B, nh, 0, hs)

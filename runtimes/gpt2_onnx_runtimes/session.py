@@ -46,6 +46,7 @@ from gpt2_onnx.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
@@ -245,6 +246,7 @@ class LoadedExport:
         self._lock = threading.Lock()
         self.shared_weights = shared_weights  # sessions' initializers point into it: it must live as long
         self.export: ExportFolder | None = None  # the opened folder (tokenizer, defaults), set by open
+        self.kv_pool = BufferPool()  # the CPU KV buffers, reused by every generation on this model
 
     @classmethod
     def load(cls, folder: str | Path, options: RuntimeOptions | None = None) -> LoadedExport:
@@ -361,6 +363,7 @@ class LoadedExport:
             self._graph_sessions.clear()
             self._steps = None
         self.shared_weights = None
+        self.kv_pool.clear()
 
     def __enter__(self) -> LoadedExport:
         return self

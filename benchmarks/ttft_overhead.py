@@ -1,0 +1,130 @@
+"""Time to first token against the graph's own prefill, KV buffers fresh per request (before) or kept per model
+(after), interleaved round by round in one process; writes a Markdown table to benchmarks/results/.
+
+    .venv/bin/gpt2-onnx export --model random:gpt2 -o /tmp/g2
+    .venv/bin/python benchmarks/ttft_overhead.py /tmp/g2 --rounds 40
+
+"before" gives every generation a pool that keeps nothing (each request maps fresh pages for its cache, as the
+engine did before the pool); "after" is the engine as it ships (one pool per loaded model). Each timed prefill or
+generation follows a short untimed generation, as in use. Medians over rounds; the machine may be shared, so the
+figures say what they are measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpt2_onnx.batching import position_ids
+from gpt2_onnx_runtimes.decoding import TokenChooser, new_rows
+from gpt2_onnx_runtimes.generation import Generation
+from gpt2_onnx_runtimes.kv_buffers import BufferPool
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.options import GenerationOptions
+from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+
+MODES = ("before", "after")
+
+
+def _prefill_s(loaded: LoadedExport, ids: np.ndarray) -> float:
+    mask = np.ones_like(ids)  # (1, T)
+    runner = KvCacheRunner(loaded)  # the graph alone: ONNX Runtime's own outputs, as bench's prefill row
+    start = time.perf_counter()
+    runner.prefill(ids, mask, position_ids(mask))
+    return time.perf_counter() - start
+
+
+def _first_token_s(loaded: LoadedExport, ids: np.ndarray, new_tokens: int) -> float:
+    generation = Generation(loaded, ids.tolist(), GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True))
+    start = time.perf_counter()
+    for _ in generation.steps():
+        return time.perf_counter() - start
+    raise RuntimeError("no token")
+
+
+def _choice_s(vocab: int, reps: int) -> float:
+    """Median cost of one greedy choice over (1, V) logits: the same call at the first step and every later one."""
+    options = GenerationOptions(max_new_tokens=1, ignore_eos=True)
+    choose, rows = TokenChooser(options, ()), new_rows([[1, 2, 3]], options, 0)
+    logits = np.random.default_rng(1).standard_normal((1, vocab)).astype(np.float32)  # (1, V)
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        choose(logits, rows)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _warm(loaded: LoadedExport) -> None:
+    Generation(loaded, [[1, 2, 3, 4]], GenerationOptions(max_new_tokens=4, ignore_eos=True)).run()
+
+
+def measure(folder: Path, length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
+    loaded = LoadedExport.load(folder, RuntimeOptions(intra_op_threads=2))
+    ids = np.random.default_rng(0).integers(0, loaded.manifest.dims.vocab_size, (1, length))  # (1, T)
+    found: dict[str, dict[str, list[float]]] = {m: {"prefill": [], "first_token": []} for m in MODES}
+    kept = BufferPool()
+    pools = {"before": lambda: BufferPool(keep=0), "after": lambda: kept}
+    for _ in range(rounds):
+        for mode in MODES:
+            loaded.kv_pool = pools[mode]()
+            _warm(loaded)
+            found[mode]["prefill"].append(_prefill_s(loaded, ids))
+            _warm(loaded)
+            found[mode]["first_token"].append(_first_token_s(loaded, ids, new_tokens))
+    found["after"]["choice"] = [_choice_s(loaded.manifest.dims.vocab_size, 10 * rounds)]
+    return found
+
+
+def _cpu() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
+
+
+def report(found: dict[str, dict[str, list[float]]], length: int, rounds: int, new_tokens: int) -> str:
+    med = {m: {k: 1000.0 * float(np.median(v)) for k, v in found[m].items()} for m in MODES}
+    over = {m: med[m]["first_token"] - med[m]["prefill"] for m in MODES}
+    lines = [
+        f"# Time to first token − graph prefill ({length}-token prompt, GPT-2-small sized random export)",
+        "",
+        f"CPU: {_cpu()}, 2 intra-op threads; {rounds} rounds interleaved before/after in one process, medians. "
+        "The machine was shared with other work while this ran: read the figures as this run's, not as absolutes.",
+        "",
+        "| | before (fresh buffers per request) | after (buffers kept per model) |",
+        "| --- | --- | --- |",
+        f"| graph prefill (ms) | {med['before']['prefill']:.2f} | {med['after']['prefill']:.2f} |",
+        f"| time to first token (ms) | {med['before']['first_token']:.2f} | {med['after']['first_token']:.2f} |",
+        f"| time to first token − graph prefill (ms) | {over['before']:.2f} | {over['after']:.2f} |",
+        "",
+        f"One greedy token choice over the (1, V) logits, the first as every later one: "
+        f"{med['after']['choice']:.3f} ms (median).",
+        "",
+        f"Time to first token after ÷ before: {med['after']['first_token'] / med['before']['first_token']:.3f}; "
+        f"generations of {new_tokens} new tokens.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--new-tokens", type=int, default=8)
+    args = parser.parse_args()
+    found = measure(args.folder, args.length, args.rounds, args.new_tokens)
+    text = report(found, args.length, args.rounds, args.new_tokens)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(__file__).parent / "results" / f"{stamp}-ttft-overhead.md"
+    out.write_text(text)
+    print(text)
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
