@@ -70,6 +70,13 @@ KINDS = (
         'text as the checkpoint itself by PyTorch (docs/verification.md, "Perplexity").',
     ),
     Kind(
+        "-ttft-overhead",
+        "Time to first token against the graph's prefill",
+        "`python benchmarks/ttft_overhead.py FOLDER`: a generation's KV buffers fresh per request (every page faults "
+        "on the prefill's first write) against the pool kept per loaded model (`BufferPool` in "
+        "`runtimes/gpt2_onnx_runtimes/kv_buffers.py`), interleaved in one process.",
+    ),
+    Kind(
         "-floor",
         "The fp32 floor",
         "`benchmarks/weight_pass_floor.py`: the bare matrix products of a forward on the same weights, the speed no "
