@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpt2_onnx.errors import InvalidInputError, OptionError
+from gpt2_onnx.errors import InvalidInputError
 
 __all__ = [
     "MAX_LOGPROBS",
@@ -175,15 +175,9 @@ def prompt_list(prompt: object) -> list[Prompt]:
     return found
 
 
-API_NAMES = {"max_new_tokens": "max_tokens", "num_return_sequences": "n"}  # the runtime's names → the API's
-
-
 def invalid(exc: InvalidInputError, param: str | None = None) -> ApiError:
-    """A runtime refusal (length, token ids, n) as a 400 naming the field at fault: ``param``, or the option an
-    :class:`OptionError` names, spelled as the API spells it."""
-    if isinstance(exc, OptionError):
-        names = [API_NAMES.get(name, name) for name in exc.names]
-        return ApiError(400, exc.render(API_NAMES), param=param or (names[0] if names else None))
+    """A runtime refusal (a prompt's text or token ids, n) as a 400 naming the field at fault. An OptionError is
+    spelled in the request's words by :func:`gpt2_onnx.app.openai_options.option_error` instead."""
     return ApiError(400, str(exc), param=param)
 
 
