@@ -5,7 +5,7 @@
 The export and the transformers model are the same seeded checkpoint (``random:gpt2``, seed 0: GPT-2-small
 dimensions). Each system is a worker process of its own (own threads, own memory) that loads once, warms up, then
 generates when the coordinator asks; the rounds alternate which system goes first. Every generation runs exactly
-``--new-tokens`` steps (end-of-text ignored) on seeded prompts (``gpt2_onnx.bench.protocol.prompt_ids``).
+``--new-tokens`` steps (end-of-text ignored) on seeded prompts (``gpt2_onnx_core.bench_protocol.prompt_ids``).
 
 Per step is the time between two consecutive calls of the logits-processor chain, which both loops make once per
 step right after the decode run: one decode of all beams, log-softmax, processors, beam bookkeeping and the KV-cache
@@ -215,7 +215,7 @@ def reorder_cost(beams: int, lengths: tuple[int, ...] = (128, 512, 1024), repeat
 
 
 def coordinate(args: argparse.Namespace) -> dict[str, Any]:
-    from gpt2_onnx.bench.protocol import prompt_ids
+    from gpt2_onnx_core.bench_protocol import prompt_ids
 
     workers = [Worker("ours", args), Worker("transformers", args)]
     load_before = os.getloadavg()

@@ -20,7 +20,7 @@ import ctranslate2
 import numpy as np
 
 from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = ["Ctranslate2System"]
 

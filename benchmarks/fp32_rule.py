@@ -1,4 +1,4 @@
-"""Measure what the fp32 parity rule (gpt2_onnx.tolerances.ArithmeticRule) rests on: how far an fp32 export and the
+"""Measure what the fp32 parity rule (gpt2_onnx_core.tolerances.ArithmeticRule) rests on: how far an fp32 export and the
 float32 source model each lie from the source model run in float64, across logit scales, widths, depths, positions
 and both session layouts. docs/verification.md quotes its output.
 
@@ -50,9 +50,9 @@ def _row(name: str, actual: np.ndarray, source: np.ndarray, exact: np.ndarray) -
 
 
 def _measure(folder: Path, model: Any, tokens: list[int]) -> list[dict[str, Any]]:
-    from gpt2_onnx.batching import position_ids
-    from gpt2_onnx.integrity import IntegrityCheck
-    from gpt2_onnx.names import DECODE, LOGITS, past_names, present_names
+    from gpt2_onnx_core.batching import position_ids
+    from gpt2_onnx_core.integrity import IntegrityCheck
+    from gpt2_onnx_core.names import DECODE, LOGITS, past_names, present_names
     from gpt2_onnx_exporters.reference import ReferenceModel
     from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
     from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
@@ -124,7 +124,7 @@ def run_model(name: str, scales: list[float], positions: int, work: Path) -> lis
     import torch
 
     from gpt2_onnx.app.export import export_model
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
     from gpt2_onnx_exporters.tokenizer_files import load_packaged_gpt2_tokenizer
 
     model = _model(name, 0)
@@ -156,8 +156,8 @@ def main() -> None:
     parser.add_argument("--checkpoint", action="append", default=[], help="a checkpoint folder, run as it is")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
-    from gpt2_onnx.environment import describe_environment
+    sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
+    from gpt2_onnx.app.environment import describe_environment
 
     scales = [float(s) for s in args.scales.split(",")]
     results: list[dict[str, Any]] = []

@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-from gpt2_onnx.errors import Gpt2OnnxError
+from gpt2_onnx_core.errors import Gpt2OnnxError
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 
 if not torch.cuda.is_available():

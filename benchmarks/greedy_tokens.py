@@ -11,7 +11,7 @@ spec's runtime options) and reads its tokens through its ``greedy`` method, or, 
 ``gpt2_onnx_runtimes.generation`` on the sessions it loaded; a system with ``describe()`` adds what it reports as
 ``info``.
 
-The prompt is ``gpt2_onnx.bench.protocol.prompt_ids`` (seeded), end-of-text is ignored, so every system
+The prompt is ``gpt2_onnx_core.bench_protocol.prompt_ids`` (seeded), end-of-text is ignored, so every system
 generates exactly ``--new-tokens`` tokens.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpt2_onnx.bench.settings import BenchSettings
+    from gpt2_onnx_core.bench_settings import BenchSettings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) 
     import numpy as np
 
     from benchmarks.optimum_system import OptimumSystem
-    from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+    from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
     system = OptimumSystem(SystemSpec("onnx", "optimum", folder=str(folder)), BenchSettings(threads=threads))
     system.load()
@@ -78,8 +78,8 @@ def _optimum(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) 
 def _spec(spec_json: str, ids: list[list[int]], new_tokens: int, threads: int) -> tuple[list[int], object]:
     import numpy as np
 
-    from gpt2_onnx.app.bench_worker import _build  # the worker's own construction, so the check runs what is measured
-    from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+    from gpt2_onnx.app.bench.worker import _build  # the worker's own construction, so the check runs what is measured
+    from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
     spec = SystemSpec.from_json(json.loads(spec_json))
     system = _build(spec, BenchSettings(threads=threads))
@@ -110,8 +110,8 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=50257)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
-    from gpt2_onnx.bench.protocol import prompt_ids
+    sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
+    from gpt2_onnx_core.bench_protocol import prompt_ids
 
     ids = prompt_ids(args.seed, 1, args.prompt_length, args.vocab_size).tolist()
     if args.system == "spec":

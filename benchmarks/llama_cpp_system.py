@@ -21,7 +21,7 @@ import llama_cpp as ll
 import numpy as np
 
 from benchmarks.peer_common import GreedyPeer, GreedyRun, single_prompt
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = ["LlamaCppSystem"]
 

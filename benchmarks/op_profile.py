@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 _CHILD = """
 import json, sys, time
 import numpy as np
-sys.path[:0] = [sys.argv[1] + folder for folder in ("", "/exporters", "/runtimes")]
+sys.path[:0] = [sys.argv[1] + folder for folder in ("", "/core", "/exporters", "/runtimes")]
 from gpt2_onnx_runtimes import session as S
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 folder, prefix, new_tokens, threads, layout = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]

@@ -22,9 +22,9 @@ import numpy as np
 import onnxruntime as ort
 
 from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.names import (
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.names import (
     ATTENTION_MASK,
     DECODE,
     INPUT_IDS,

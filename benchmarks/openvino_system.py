@@ -24,7 +24,7 @@ import openvino as ov
 import openvino_genai as ov_genai
 
 from benchmarks.peer_common import GreedyPeer, GreedyRun, files_of, single_prompt
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = ["OpenVinoSystem", "cpu_defaults", "forced_f32"]
 

@@ -1,7 +1,7 @@
 """gpt2-onnx against Optimum-ONNX (and PyTorch eager) on the same checkpoint, in one interleaved ``bench`` run.
 
 Run in the main venv; Optimum runs in its own (it pins transformers < 4.58), each system in a worker process of its
-own, all driven by ``gpt2_onnx.app.bench_runner`` (warm-up round, then rounds rotating the systems' order, task by
+own, all driven by ``gpt2_onnx.app.bench.runner`` (warm-up round, then rounds rotating the systems' order, task by
 task). ``benchmarks/optimum_side_by_side.sh`` builds the venv and the folders, then calls this:
 
     python benchmarks/optimum_side_by_side.py --checkpoint CKPT --ours OURS --optimum OPT [--optimum-untied OPT2] \\
@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from benchmarks.greedy_tokens import tokens_in_process  # noqa: E402  # after the path
-from gpt2_onnx.app.bench import measure  # noqa: E402
-from gpt2_onnx.bench.report import metrics, paired_per_round, paired_ratios  # noqa: E402
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
-from gpt2_onnx.bench.tasks import RawResults  # noqa: E402
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
+from gpt2_onnx.app.bench.report import metrics, paired_per_round, paired_ratios  # noqa: E402
+from gpt2_onnx.app.bench.run import measure  # noqa: E402
+from gpt2_onnx.app.bench.table import render_table  # noqa: E402
+from gpt2_onnx.app.bench.tasks import RawResults  # noqa: E402
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
 OPTIMUM_FACTORY = "benchmarks.optimum_system:OptimumSystem"
 PREPACKED = "gpt2-onnx+prepack"  # ours split into two sessions, each prepacking its own copy of the weights
@@ -180,7 +181,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(report.table())
+    print(render_table(report))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import onnxruntime as ort
 import torch
 from optimum.onnxruntime import ORTModelForCausalLM
 
-from gpt2_onnx.bench.protocol import GenerationTiming
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_protocol import GenerationTiming
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 from gpt2_onnx_exporters.greedy_loop import greedy_loop
 
 __all__ = ["OptimumSystem"]

@@ -101,7 +101,7 @@ def context(report: dict[str, Any]) -> str:
         else f"greedy tokens differ: first difference per system {greedy['first_difference']}"
     )
     return (
-        f"`benchmarks/optimum_side_by_side.sh`: one `gpt2_onnx.bench` run, {s['repeats']} interleaved rounds after "
+        f"`benchmarks/optimum_side_by_side.sh`: one `gpt2_onnx.app.bench` run, {s['repeats']} interleaved rounds after "
         f"{s['warmup']} warm-up, each system in its own process; {s['threads']} threads (ONNX Runtime intra-op and "
         f"torch), batch 1, decode after a {s['decode_prompt_length']}-token prompt, {s['new_tokens']} new tokens, "
         f"greedy. Same weights everywhere: `random:gpt2` seed 0 saved as a safetensors checkpoint, exported by "

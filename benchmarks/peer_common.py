@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gpt2_onnx.bench.protocol import GenerationTiming
+from gpt2_onnx_core.bench_protocol import GenerationTiming
 
 __all__ = ["Greedy", "GreedyPeer", "GreedyRun", "files_of", "single_prompt", "timing_of"]
 

@@ -2,7 +2,7 @@
 the figures it reads from the bench's rounds, token agreement, and the machine's CPU features. No peer needed.
 
 Figures, each per round and then the median over rounds; ratios × the baseline are paired per round (each round's
-figure over the baseline's of the same round), as ``gpt2_onnx.bench.report`` pairs its own:
+figure over the baseline's of the same round), as ``gpt2_onnx.app.bench.report`` pairs its own:
 
 - ``prefill_ms``: the time to first token of a 128-token prompt *as generation pays it*: the first token of the
   bench's "batch" task, run at batch 1 on the decode prompt right after the same system's "decode" task, so that a
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx.bench.report import Metric, paired_per_round
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.bench.tasks import RawResults
+from gpt2_onnx.app.bench.report import Metric, paired_per_round
+from gpt2_onnx.app.bench.tasks import RawResults
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = [
     "CPU_FLAGS",

@@ -1,6 +1,6 @@
 """gpt2-onnx beside its peers (OpenVINO GenAI, llama.cpp, CTranslate2) and PyTorch eager, on one checkpoint, in one
 interleaved ``bench`` run: each system in a worker process of its own and in its own venv, driven by
-``gpt2_onnx.app.bench_runner`` (a warm-up round, then rounds rotating the systems' order, task by task).
+``gpt2_onnx.app.bench.runner`` (a warm-up round, then rounds rotating the systems' order, task by task).
 ``benchmarks/peers_side_by_side.sh`` builds the venvs and the exports, then calls this (main venv):
 
     python benchmarks/peers_side_by_side.py --checkpoint CKPT \\
@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from benchmarks import peers_report  # noqa: E402  # after the path
 from benchmarks.greedy_tokens import tokens_in_process  # noqa: E402
 from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
-from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
+from gpt2_onnx.app.bench.run import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench.table import render_table  # noqa: E402
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
 BASELINE = "pytorch-eager"
 # The packages whose versions each venv reports (absent ones left out).
@@ -148,7 +149,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(report.table())
+    print(render_table(report))
 
 
 if __name__ == "__main__":

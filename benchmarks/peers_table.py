@@ -112,7 +112,7 @@ def context(report: dict[str, Any]) -> str:
     have = ", ".join(flag for flag, present in flags.items() if present) or "—"
     lack = ", ".join(flag for flag, present in flags.items() if not present) or "—"
     return (
-        f"`benchmarks/peers_side_by_side.sh`: one `gpt2_onnx.bench` run, {s['repeats']} interleaved rounds after "
+        f"`benchmarks/peers_side_by_side.sh`: one `gpt2_onnx.app.bench` run, {s['repeats']} interleaved rounds after "
         f"{s['warmup']} warm-up, the systems' order rotated each round, each system in its own process and venv, "
         f"{s.get('settle_s', 0)} s of pause before each timed task (the previous system's threads go idle); "
         f"{s['threads']} threads everywhere, batch 1, a {s['decode_prompt_length']}-token prompt, "

@@ -8,7 +8,7 @@ the exporter offers (``--block-size``) and MatMulNBits accuracy level 0 (float32
 (int8 activations): the accuracy level is not an export option, so this script exports those variants with it
 changed in the quantization settings, the one difference. Each export is scored by ONNX Runtime (the decode graph
 over each window, ``gpt2_onnx_runtimes.perplexity``), the checkpoint once by PyTorch, all over the same token ids
-and windows (Hugging Face's sliding-window recipe, ``gpt2_onnx.perplexity``). The exports skip their own parity
+and windows (Hugging Face's sliding-window recipe, ``gpt2_onnx_core.perplexity``). The exports skip their own parity
 check (``check=False``): the perplexity is what is measured here; ``gpt2-onnx verify`` judges parity.
 
 Writes benchmarks/results/<UTC stamp>-perplexity.json (every figure, the machine and the versions) and a Markdown
@@ -30,13 +30,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 from gpt2_onnx.app.export import export_model  # noqa: E402  # after the repository is on the path
 from gpt2_onnx.app.perplexity import checkpoint_perplexity, export_perplexity, read_for_export  # noqa: E402
-from gpt2_onnx.config import ExportOptions  # noqa: E402
-from gpt2_onnx.environment import describe_environment  # noqa: E402
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
-from gpt2_onnx.perplexity import PerplexityRequest  # noqa: E402
-from gpt2_onnx.precisions import Quantization  # noqa: E402
+from gpt2_onnx_core.config import ExportOptions  # noqa: E402
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
+from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
+from gpt2_onnx_core.precisions import Quantization  # noqa: E402
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E402
 
 CHECKPOINT = REPO / "checkpoints" / "pydocs-tiny"

@@ -1,7 +1,7 @@
 """gpt2-onnx's own CPU modes side by side, before and after, against PyTorch eager in one interleaved ``bench`` run.
 
 Every export comes from the same seeded checkpoint (``random:gpt2``, seed 0). Each mode is one worker process,
-driven by ``gpt2_onnx.app.bench_runner`` (warm-up, then rounds rotating the order, task by task):
+driven by ``gpt2_onnx.app.bench.runner`` (warm-up, then rounds rotating the order, task by task):
 
     split-shared       the folder's two graphs, weights mapped once, prepacking off (the default before the merged
                        layout)
@@ -23,11 +23,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
+from gpt2_onnx.app.bench.run import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench.table import render_table  # noqa: E402
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
 NO_SPIN = {"session.intra_op.allow_spinning": "0"}
 
@@ -84,7 +85,7 @@ def main() -> None:
     report, _ = measure(specs(args.exports, modes), settings, manifest, _log)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
-    print(report.table())
+    print(render_table(report))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--model", default="random:gpt2")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+    sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
     from gpt2_onnx_exporters.source import is_tied, load_source
 
     source = load_source(args.model, args.seed)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2_onnx.batching import position_ids
+from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_runtimes.decoding import TokenChooser, new_rows
 from gpt2_onnx_runtimes.generation import Generation
 from gpt2_onnx_runtimes.kv_buffers import BufferPool

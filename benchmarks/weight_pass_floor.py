@@ -29,13 +29,14 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from gpt2_onnx.app.bench import measure  # noqa: E402  # after the path
-from gpt2_onnx.bench.report import metrics, paired_per_round  # noqa: E402
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec  # noqa: E402
-from gpt2_onnx.bench.tasks import RawResults  # noqa: E402
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
+from gpt2_onnx.app.bench.report import metrics, paired_per_round  # noqa: E402
+from gpt2_onnx.app.bench.run import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench.table import render_table  # noqa: E402
+from gpt2_onnx.app.bench.tasks import RawResults  # noqa: E402
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
 FACTORY = "benchmarks.weight_pass_system:"
 PASSES = ("pass-torch", "pass-ort", "pass-ort+prepack")
@@ -112,7 +113,7 @@ def main() -> None:
     floors = floor_ratios(raws, settings)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**report.to_json(), "floor": floors}, indent=1) + "\n", encoding="utf-8")
-    print(report.table())
+    print(render_table(report))
     print()
     print(floor_table(floors))
 

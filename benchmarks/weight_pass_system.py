@@ -31,8 +31,8 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from gpt2_onnx.bench.protocol import GenerationTiming
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_protocol import GenerationTiming
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 from gpt2_onnx_exporters.source import load_source
 
 __all__ = ["OrtWeightPass", "TorchWeightPass", "block_matrices"]

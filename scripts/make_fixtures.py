@@ -50,7 +50,7 @@ def export(name: str, precision: str, out: Path, shared: SharedExportWork, check
     """One fixture export. ``check``: the export's own parity check (the freshness test skips it: the committed
     fixtures passed it when they were made, and the export tests check parity)."""
     from gpt2_onnx.app.export import export_model
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
 
     folder = out / name
     # Run from the repository root so the manifest names the checkpoint by its path in the repository.
@@ -143,7 +143,7 @@ def make(out: Path, check_source: bool = True, check: bool = True) -> dict[str, 
         folder = export(name, precision, out, shared, check)
         exports[name] = expectations_for(folder, precision)
     if check_source:
-        from gpt2_onnx.config import ExportOptions
+        from gpt2_onnx_core.config import ExportOptions
 
         source, _ = shared.load(ExportOptions(model=CHECKPOINT, output=out))
         check_against_source(exports["pydocs-tiny-fp32"], source.model)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from gpt2_onnx.versions import version_tuple  # noqa: E402  (needs REPO on sys.path first)
+from gpt2_onnx_core.versions import version_tuple  # noqa: E402  (needs REPO on sys.path first)
 
 __all__ = ["table"]
 

@@ -40,9 +40,9 @@ if str(REPO) not in sys.path:
 
 from typing import get_args  # noqa: E402
 
-from gpt2_onnx.import_roots import import_roots  # noqa: E402  (needs REPO on sys.path first)
-from gpt2_onnx.manifest import read_manifest  # noqa: E402
-from gpt2_onnx.versions import version_tuple  # noqa: E402
+from gpt2_onnx.app.import_roots import import_roots  # noqa: E402  (needs REPO on sys.path first)
+from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
+from gpt2_onnx_core.versions import version_tuple  # noqa: E402
 from gpt2_onnx_runtimes.matrix_check import CellStatus  # noqa: E402
 
 WORK = REPO / ".ci-cache" / "ort-matrix"  # exports (remade on every run) and, by default, the venvs

@@ -55,7 +55,7 @@ def cuda_works() -> bool:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from gpt2_onnx.errors import ProviderUnavailableError
+    from gpt2_onnx_core.errors import ProviderUnavailableError
     from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 
     try:
@@ -76,7 +76,7 @@ def cuda_works() -> bool:
 
 def export_checkpoint(checkpoint: Path | str, output: Path, **options: Any) -> Path:
     from gpt2_onnx.app.export import export_model
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
 
     export_model(ExportOptions(model=str(checkpoint), output=output, **options))
     return output
@@ -97,7 +97,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fingerprint(folder: Path) -> dict[str, str]:
-    from gpt2_onnx.hashing import sha256_file
+    from gpt2_onnx_core.hashing import sha256_file
 
     return {path.name: sha256_file(path) for path in sorted(folder.iterdir())}
 

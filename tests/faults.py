@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from gpt2_onnx.manifest import file_records, read_manifest, write_manifest
+from gpt2_onnx_core.manifest import file_records, read_manifest, write_manifest
 
 
 def refresh_manifest_record(folder: Path, name: str) -> None:

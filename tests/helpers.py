@@ -13,10 +13,10 @@ import click
 import onnx
 from click.testing import CliRunner, Result
 
-from gpt2_onnx import interrupts
 from gpt2_onnx.cli import main
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.names import GRAPH_FILES, GraphKind
+from gpt2_onnx_core import interrupts
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.names import GRAPH_FILES, GraphKind
 
 _MAIN_SETS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGXFSZ", None)) if s is not None)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_runtimes import Gpt2Onnx
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.validation import validate_feeds
@@ -60,7 +60,7 @@ def test_api_rejects_bad_past(api: Gpt2Onnx) -> None:
 
 def test_onnxruntime_run_failures_are_typed(tiny_export: Path) -> None:
     """Below the validated API, an ONNX Runtime failure is still one typed error naming the graph."""
-    from gpt2_onnx.errors import InferenceError
+    from gpt2_onnx_core.errors import InferenceError
 
     loaded = LoadedExport.load(tiny_export)
     ids32 = np.array([[1, 2]], dtype=np.int32)  # the graph takes int64

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpt2_onnx.errors import InvalidInputError, ServerBusyError
-from gpt2_onnx.names import PREFILL
+from gpt2_onnx_core.errors import InvalidInputError, ServerBusyError
+from gpt2_onnx_core.names import PREFILL
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpt2_onnx.bench.report import summarize
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.bench.tasks import RawResults, bench_tasks
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.app.bench.report import summarize
+from gpt2_onnx.app.bench.table import render_table
+from gpt2_onnx.app.bench.tasks import RawResults, bench_tasks
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.errors import InvalidInputError
 from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
 
@@ -93,7 +94,7 @@ def test_bench_refuses_sequences_beyond_the_model(tiny_export: Path) -> None:
 
 
 def test_onnx_worker_never_imports_torch() -> None:
-    code = "import sys, gpt2_onnx.app.bench_worker, gpt2_onnx_runtimes.bench_system; print('torch' in sys.modules)"
+    code = "import sys, gpt2_onnx.app.bench.worker, gpt2_onnx_runtimes.bench_system; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -138,7 +139,7 @@ def test_paired_ratios() -> None:
     assert report.ratios["ours"]["model_files_per_weight_byte"] == pytest.approx(1.01)
     eager = report.systems["eager"]["figures"]
     assert eager["decode_ms_per_token"] == pytest.approx(30.0)  # median of the rounds' step medians (20, 40)
-    assert "ours ratio" in report.table()
+    assert "ours ratio" in render_table(report)
 
 
 def test_first_token_overhead_row() -> None:
@@ -149,7 +150,7 @@ def test_first_token_overhead_row() -> None:
     report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
     assert report.systems["ours"]["figures"]["first_token_overhead_ms/4"] == pytest.approx(2.0)
     assert report.systems["eager"]["figures"]["first_token_overhead_ms/4"] == pytest.approx(0.0)
-    row = next(line for line in report.table().splitlines() if "time to first token − graph prefill, 4" in line)
+    row = next(line for line in render_table(report).splitlines() if "time to first token − graph prefill, 4" in line)
     assert "2.0" in row
 
 
@@ -172,7 +173,7 @@ def test_every_ratio_cell_agrees_with_the_figures_beside_it() -> None:
     eager = _set_rounds(_raw("eager", "eager", 1.0, settings), [0.010, 0.020, 0.030])
     ours = _set_rounds(_raw("ours", "onnx", 1.0, settings), [0.005, 0.040, 0.012])
     report = summarize([eager, ours], settings, {"cpu": "test"}, parameter_bytes=100)
-    table = report.table()
+    table = render_table(report)
     better, base, mine, ratio = _table_row(table, "prefill 4 tokens after decode (ms)")
     assert (better, base, mine, ratio) == ("lower", "20.0", "12.0", "0.60×")
     assert report.paired_ratios["ours"]["prefill_ms/4"] == pytest.approx(0.5)  # JSON only, named so
@@ -190,14 +191,14 @@ def test_memory_ratios_are_over_each_systems_own_weights() -> None:
     quantized.load["files"] = {"model_files": 30, "folder": 40, "weight_bytes": 25}
     report = summarize([_raw("eager", "eager", 0.01, settings), quantized], settings, {}, parameter_bytes=100)
     assert report.ratios["int4"]["rss_ready_per_weight_byte"] == pytest.approx(310 / 25)
-    table = report.table()
+    table = render_table(report)
     assert "weight bytes (MiB)" in table and "× the system's own weight bytes" in table.splitlines()[-1]
     assert _table_row(table, "RSS ready: both graphs run once (MiB)")[-1] == f"{310 / 25:.2f}×"
 
 
 _FAKE_SYSTEM = '''
 import numpy as np
-from gpt2_onnx.bench.protocol import GenerationTiming
+from gpt2_onnx_core.bench_protocol import GenerationTiming
 
 
 class FakeSystem:
@@ -222,7 +223,7 @@ class FakeSystem:
 
 def test_worker_builds_a_factory_system_in_another_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``factory`` and ``python``: a peer runtime in its own virtual environment speaks the same protocol."""
-    from gpt2_onnx.app.bench_runner import run_systems
+    from gpt2_onnx.app.bench.runner import run_systems
 
     (tmp_path / "fake_bench_system.py").write_text(_FAKE_SYSTEM, encoding="utf-8")
     marker = tmp_path / "interpreter-used"
@@ -286,7 +287,7 @@ def _fake_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SystemSpec:
 
 
 def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx.app.bench_runner import run_systems
+    from gpt2_onnx.app.bench.runner import run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
     base = {"new_tokens": 3, "batch_size": 1, "batch_prompt_length": 2, "repeats": 1, "warmup": 0, "settle_s": 0}
@@ -298,7 +299,7 @@ def test_prefills_follow_decode_steps_unless_asked_not_to(tmp_path: Path, monkey
 
 
 def test_progress_estimates_the_time_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx.app.bench_runner import duration_text, run_systems
+    from gpt2_onnx.app.bench.runner import duration_text, run_systems
 
     spec = _fake_system(tmp_path, monkeypatch)
     settings = BenchSettings(

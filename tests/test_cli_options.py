@@ -12,7 +12,7 @@ import pytest
 from click.testing import Result
 
 import gpt2_onnx_runtimes.api
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 from tests.helpers import edit_manifest, invoke, one_error_line
 
 SHORT = ("--new-tokens", "3", "--prompt-lengths", "2", "--decode-prompt-length", "4", "--batch-prompt-length", "3")
@@ -51,7 +51,7 @@ def test_export_options_refused_before_any_work(tmp_path: Path) -> None:
 
 
 def test_the_python_api_refuses_the_same(tiny_checkpoint: Path, tmp_path: Path) -> None:
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
 
     with pytest.raises(InvalidInputError, match=r"^seed seeds random:NAME weights only"):
         ExportOptions(model=str(tiny_checkpoint), output=tmp_path / "x", seed=0)

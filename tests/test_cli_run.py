@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.conftest import cuda_works
 from tests.helpers import edit_manifest, invoke, one_error_line

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from helpers import invoke
 
-from gpt2_onnx.names import TOKENIZER_FILES
+from gpt2_onnx_core.names import TOKENIZER_FILES
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ def test_library_code_reads_no_environment_variables() -> None:
     root = Path(__file__).resolve().parents[1]
     found = [
         path.relative_to(root).as_posix()
-        for package in ("gpt2_onnx", "exporters", "runtimes")
+        for package in ("gpt2_onnx", "core", "exporters", "runtimes")
         for path in (root / package).rglob("*.py")
         if "os.environ" in path.read_text() or "os.getenv" in path.read_text()
     ]
@@ -21,7 +21,7 @@ def test_library_code_reads_no_environment_variables() -> None:
 
 def test_quoted_library_messages_are_never_cut_mid_sentence() -> None:
     """ONNX Runtime puts the end of its sentence on the next line; the quote keeps it (and what follows)."""
-    from gpt2_onnx.errors import first_line
+    from gpt2_onnx_core.errors import first_line
 
     ort = RuntimeError(
         "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input: past_key_values.1.key for "

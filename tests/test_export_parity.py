@@ -162,7 +162,7 @@ def test_all_logits_prefill_returns_every_position_matching_transformers(
     and the graph state that shape."""
     import onnx
 
-    from gpt2_onnx.manifest import read_manifest
+    from gpt2_onnx_core.manifest import read_manifest
 
     folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", all_logits=True)
     manifest = read_manifest(folder)

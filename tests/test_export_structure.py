@@ -10,9 +10,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from gpt2_onnx.hashing import sha256_file
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, graph_inputs, graph_outputs
+from gpt2_onnx_core.hashing import sha256_file
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, graph_inputs, graph_outputs
 from tests.conftest import export_checkpoint
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 
@@ -197,7 +197,7 @@ def test_exports_sharing_one_load_and_trace_write_what_exports_of_their_own_writ
     """scripts/make_fixtures.py exports fp32 and int4 from one load and trace; the graphs it writes must be those of
     separate exports byte for byte (the passes run on copies of the trace, naming new values as on the trace)."""
     from gpt2_onnx.app.export import SharedExportWork, export_model
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
 
     shared = SharedExportWork()
     for precision, alone in (("fp32", tiny_export), ("int8", shared_export(precision="int8"))):

@@ -1,4 +1,4 @@
-"""The fp32 rule (gpt2_onnx.tolerances.ArithmeticRule): exports judged against the source model in float64 pass at
+"""The fp32 rule (gpt2_onnx_core.tolerances.ArithmeticRule): exports judged against the source model in float64 pass at
 every logit scale and on trained-scale checkpoints, in both session layouts, and a one-row fault of 1e-3 still
 fails; golden.json carries each case's limit."""
 
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from gpt2_onnx.app.verify import VerifyOptions, verify_export
-from gpt2_onnx.golden import read_golden
-from gpt2_onnx.parity import arithmetic_limit, compare_logits
-from gpt2_onnx.precisions import FP32_RULE, tolerance_for
-from gpt2_onnx.tolerances import ArithmeticRule
+from gpt2_onnx_core.golden import read_golden
+from gpt2_onnx_core.parity import arithmetic_limit, compare_logits
+from gpt2_onnx_core.precisions import FP32_RULE, tolerance_for
+from gpt2_onnx_core.tolerances import ArithmeticRule
 from gpt2_onnx_runtimes.golden_check import check_golden
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from tests import faults

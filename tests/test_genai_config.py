@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.genai_config import genai_config, read_generation_config, search_defaults
-from gpt2_onnx.hashing import sha256_file
-from gpt2_onnx.manifest import GraphRecord, read_manifest
-from gpt2_onnx.names import DECODE, GENAI_CONFIG_FILE, GRAPH_FILES
+from gpt2_onnx.app.genai_config import genai_config, read_generation_config, search_defaults
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.hashing import sha256_file
+from gpt2_onnx_core.manifest import GraphRecord, read_manifest
+from gpt2_onnx_core.names import DECODE, GENAI_CONFIG_FILE, GRAPH_FILES
 
 
 def test_export_writes_genai_config_listed_in_manifest(tiny_export: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.conftest import move_eos
 from tests.generate_reference import assert_equal_results, transformers_generate

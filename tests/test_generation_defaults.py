@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpt2_onnx.errors import InvalidInputError, ManifestError
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError
 from gpt2_onnx_runtimes import Gpt2Onnx
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults
 from tests.conftest import export_checkpoint, save_checkpoint

@@ -10,10 +10,11 @@ import numpy as np
 import onnx
 import pytest
 
-from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.errors import InvalidInputError, ManifestError
-from gpt2_onnx.names import DECODE, EMBEDDING, LOGITS, PREFILL, past_name
-from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_core.batching import left_pad, position_ids
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError
+from gpt2_onnx_core.names import DECODE, EMBEDDING, LOGITS, PREFILL, past_name
+from gpt2_onnx_runtimes.generate import generate_ids
+from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions

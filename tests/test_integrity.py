@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from gpt2_onnx import integrity
 from gpt2_onnx.cli.integrity import cache_dir
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.integrity import CACHE_FILE_NAME, IntegrityCheck
+from gpt2_onnx_core import integrity
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.integrity import CACHE_FILE_NAME, IntegrityCheck
 from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
 from tests.helpers import invoke, one_error_line
 

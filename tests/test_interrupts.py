@@ -1,5 +1,5 @@
 """An interrupt that a library swallows still ends the work: at the next stage, before the commit, at the next
-token. The command line records SIGINT and SIGTERM (gpt2_onnx.interrupts); these tests swallow the first
+token. The command line records SIGINT and SIGTERM (gpt2_onnx_core.interrupts); these tests swallow the first
 KeyboardInterrupt on purpose, as C code that clears Python errors does."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gpt2_onnx import interrupts
-from gpt2_onnx.output_folder import StagedFolder
-from gpt2_onnx.progress import Stages
+from gpt2_onnx.app.output_folder import StagedFolder
+from gpt2_onnx_core import interrupts
+from gpt2_onnx_core.progress import Stages
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, leftovers
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpt2_onnx.batching import left_pad, position_ids
+from gpt2_onnx_core.batching import left_pad, position_ids
 from gpt2_onnx_runtimes import Gpt2Onnx
 from gpt2_onnx_runtimes.kv_buffers import BufferPool, KvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner

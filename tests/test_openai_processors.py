@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpt2_onnx.errors import OptionError
+from gpt2_onnx_core.errors import OptionError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.processors import RowHistory, logits_processors
 

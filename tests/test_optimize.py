@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.names import GRAPHS
-from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.names import GRAPHS
+from gpt2_onnx_runtimes.generate import generate_ids
+from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 

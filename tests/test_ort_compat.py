@@ -17,12 +17,12 @@ from pathlib import Path
 import onnx
 import pytest
 
-from gpt2_onnx.compatibility import MERGED_LAYOUT_MIN_ONNXRUNTIME, OPTIMIZE_MIN_ONNXRUNTIME, min_onnxruntime_for
-from gpt2_onnx.config import SUPPORTED_OPSETS
-from gpt2_onnx.errors import RuntimeVersionError
-from gpt2_onnx.import_roots import import_roots
-from gpt2_onnx.precisions import FP32, PRECISIONS, precision_flag
-from gpt2_onnx.versions import version_tuple
+from gpt2_onnx.app.import_roots import import_roots
+from gpt2_onnx_core.compatibility import MERGED_LAYOUT_MIN_ONNXRUNTIME, OPTIMIZE_MIN_ONNXRUNTIME, min_onnxruntime_for
+from gpt2_onnx_core.config import SUPPORTED_OPSETS
+from gpt2_onnx_core.errors import RuntimeVersionError
+from gpt2_onnx_core.precisions import FP32, PRECISIONS, precision_flag
+from gpt2_onnx_core.versions import version_tuple
 from scripts import ort_matrix as matrix
 from tests.helpers import edit_manifest, invoke
 

@@ -42,7 +42,7 @@ def test_forced_export_that_fails_keeps_the_old_export(
     import shutil
 
     import gpt2_onnx.app.export as export_module
-    from gpt2_onnx.errors import ExportCheckError
+    from gpt2_onnx_core.errors import ExportCheckError
 
     out = tmp_path / "out"
     shutil.copytree(tiny_export, out)
@@ -66,7 +66,7 @@ def test_unwritable_output_location(tmp_path: Path) -> None:
 
 def test_output_folder_without_write_permission(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The permission check itself (as root, ``os.access`` always says yes, so it is made to say no here)."""
-    from gpt2_onnx import output_folder
+    from gpt2_onnx.app import output_folder
 
     monkeypatch.setattr(output_folder.os, "access", lambda path, mode: False)
     result = invoke("export", "--model", "random:tiny", "-o", str(tmp_path / "out"))
@@ -84,7 +84,7 @@ def forced_swap(
     returns the target."""
     import shutil
 
-    from gpt2_onnx import output_folder
+    from gpt2_onnx.app import output_folder
 
     target = tmp_path / "out"
     shutil.copytree(earlier, target)
@@ -132,7 +132,7 @@ def test_interrupt_during_a_forced_commit_keeps_a_whole_export(
 def test_failed_swap_puts_the_earlier_export_back(
     tiny_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpt2_onnx.errors import OutputPathError
+    from gpt2_onnx_core.errors import OutputPathError
 
     real_replace = os.replace
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from gpt2_onnx.dependencies import PYTORCH_INSTALL_HINT
+from gpt2_onnx.app.dependencies import PYTORCH_INSTALL_HINT
 
 REPO = Path(__file__).resolve().parent.parent
 # repository folder → the import package it holds
 PACKAGES = {
     "gpt2_onnx": "gpt2_onnx",
+    "core/gpt2_onnx_core": "gpt2_onnx_core",
     "exporters/gpt2_onnx_exporters": "gpt2_onnx_exporters",
     "runtimes/gpt2_onnx_runtimes": "gpt2_onnx_runtimes",
 }
@@ -60,7 +61,7 @@ def test_wheel_holds_every_module_under_the_projects_own_names(wheel: Path) -> N
         if "__pycache__" not in path.parts
     }
     assert sources - packaged == set()
-    assert {"gpt2_onnx/app/bench_runner.py", "gpt2_onnx/cli/bench_cmd.py", "gpt2_onnx_runtimes/api.py"} <= packaged
+    assert {"gpt2_onnx/app/bench/runner.py", "gpt2_onnx/cli/bench_cmd.py", "gpt2_onnx_runtimes/api.py"} <= packaged
     tops = {name.split("/")[0] for name in packaged}
     assert tops == set(PACKAGES.values()), tops  # no exporters/ or runtimes/ at the top of site-packages
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpt2_onnx.bench.settings import SystemSpec
-from gpt2_onnx.bench.tasks import RawResults, bench_tasks
+from gpt2_onnx.app.bench.tasks import RawResults, bench_tasks
+from gpt2_onnx_core.bench_settings import SystemSpec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpt2_onnx import perplexity as perplexity_module
-from gpt2_onnx.errors import InvalidInputError, OptionError
-from gpt2_onnx.perplexity import PerplexityText, Window, plan_windows, target_log_probs
+from gpt2_onnx_core import perplexity as perplexity_module
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
+from gpt2_onnx_core.perplexity import PerplexityText, Window, plan_windows, target_log_probs
 from tests.helpers import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_a_known_text_scores_the_tokens_the_windows_say(tiny_export: Path, text_
 
 def test_source_side_is_hugging_faces_recipe(tiny_model: Any, tiny_export: Path, text_file: Path) -> None:
     from gpt2_onnx.app.perplexity import read_for_export, source_perplexity
-    from gpt2_onnx.manifest import read_manifest
+    from gpt2_onnx_core.manifest import read_manifest
 
     text = read_for_export(text_file, tiny_export, read_manifest(tiny_export), window=16, stride=8)
     ours = source_perplexity(tiny_model, text).value
@@ -118,7 +118,7 @@ def test_export_equals_source_on_the_tiny_model(
     tiny_model: Any, tiny_export: Path, text_file: Path, window: int, stride: int
 ) -> None:
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
-    from gpt2_onnx.manifest import read_manifest
+    from gpt2_onnx_core.manifest import read_manifest
     from gpt2_onnx_runtimes.session import LoadedExport
 
     text = read_for_export(text_file, tiny_export, read_manifest(tiny_export), window, stride)
@@ -139,7 +139,7 @@ def pydocs_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_export_equals_source_on_the_trained_checkpoint(pydocs_export: Path, tmp_path: Path) -> None:
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
-    from gpt2_onnx.manifest import read_manifest
+    from gpt2_onnx_core.manifest import read_manifest
     from gpt2_onnx_exporters.source import load_source
     from gpt2_onnx_runtimes.session import LoadedExport
 

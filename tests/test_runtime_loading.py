@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from gpt2_onnx.errors import InvalidInputError, ManifestError, ProviderUnavailableError
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError, ProviderUnavailableError
 from gpt2_onnx_runtimes import Gpt2Onnx, RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
 from tests.conftest import cuda_works

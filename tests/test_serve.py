@@ -309,7 +309,7 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
     from ray.serve import Application
 
     from gpt2_onnx.app.serving import app_builder
-    from gpt2_onnx.errors import InvalidInputError
+    from gpt2_onnx_core.errors import InvalidInputError
 
     assert isinstance(app_builder({"export": str(tiny_export), "max_batch": 4, "api_key": "k"}), Application)
     with pytest.raises(InvalidInputError, match="unknown args replicas; the args are export, model_name"):

@@ -11,10 +11,10 @@ import numpy as np
 import onnx
 import pytest
 
-from gpt2_onnx.batching import position_ids
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.names import DECODE, PREFILL
-from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
+from gpt2_onnx_core.batching import position_ids
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.names import DECODE, PREFILL
+from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.shared_weights import SharedWeights
@@ -98,7 +98,7 @@ _RSS_SCRIPT = """
 import sys, numpy as np
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx.bench.memory import memory_snapshot
+from gpt2_onnx.app.bench.memory import memory_snapshot
 loaded = LoadedExport.load(sys.argv[1], RuntimeOptions(intra_op_threads=2, layout=sys.argv[2]))
 ids = np.arange(1, 33, dtype=np.int64)[None]
 mask = np.ones_like(ids)
@@ -114,7 +114,7 @@ print(memory_snapshot()["rss"])
 def test_gpt2_small_rss_within_a_quarter_above_the_weights(tmp_path: Path, layout: str) -> None:
     """GPT-2-small fp32, loaded and run once: at most 1.25 × the weight bytes + 100 MiB (merged: prepacked)."""
     from gpt2_onnx.app.export import export_model
-    from gpt2_onnx.config import ExportOptions
+    from gpt2_onnx_core.config import ExportOptions
 
     result = export_model(ExportOptions(model="random:gpt2", output=tmp_path / "gpt2", check=False))
     weights = result.manifest.model["parameter_bytes"]

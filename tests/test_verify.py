@@ -17,8 +17,8 @@ import gpt2_onnx.app.verify
 import gpt2_onnx_runtimes.generation
 from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.app.verify import VerifyOptions, verify_export
-from gpt2_onnx.parity import ParityReport
-from gpt2_onnx.precisions import tolerance_for
+from gpt2_onnx_core.parity import ParityReport
+from gpt2_onnx_core.precisions import tolerance_for
 from tests import faults
 from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
@@ -283,8 +283,8 @@ def test_reduced_precision_rows_show_agreement_over_all_positions(tmp_path: Path
 
 def test_no_detail_or_name_is_cut_mid_phrase() -> None:
     """Once: `…vs expected 4801 (reported;` — the table cut details at 60 characters and names at 44."""
-    from gpt2_onnx.parity import Comparison
-    from gpt2_onnx.report_table import render_table
+    from gpt2_onnx.app.report_table import render_table
+    from gpt2_onnx_core.parity import Comparison
 
     detail = "row 2 diverges at step 0: 5546 vs expected 4801 (reported; not judged at this precision)"
     check = "free-running greedy row 2, 32 tokens, a check whose name is longer than any column was"
@@ -294,7 +294,7 @@ def test_no_detail_or_name_is_cut_mid_phrase() -> None:
 
 
 def test_export_summary_quotes_the_judged_figure() -> None:
-    from gpt2_onnx.parity import arithmetic_limit, compare_logits
+    from gpt2_onnx_core.parity import arithmetic_limit, compare_logits
 
     report = ParityReport()
     rng = np.random.default_rng(0)
@@ -320,7 +320,7 @@ def test_counts_read_as_english(tiny_export: Path) -> None:
 
 def test_top1_leaves_out_near_ties_of_the_precision() -> None:
     """A swapped argmax where the reference's top two are within the precision's noise is no disagreement."""
-    from gpt2_onnx.parity import compare_logits
+    from gpt2_onnx_core.parity import compare_logits
 
     expected = np.zeros((1, 3, 5), dtype=np.float32)  # (1, positions, V)
     expected[0, 0, :2] = [1.0, 0.99]  # a near tie: 0.01 apart

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.names import GRAPH_FILES, GRAPHS
-from gpt2_onnx.weights_index import ExternalTensorRef, index_from_json, index_of_graphs
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.names import GRAPH_FILES, GRAPHS
+from gpt2_onnx_core.weights_index import ExternalTensorRef, index_from_json, index_of_graphs
 from gpt2_onnx_runtimes.session import LoadedExport
 from tests.helpers import edit_manifest, load_graph
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx_core.errors import ExportError
 
 __all__ = ["BlockQuantized", "dequantize", "quantize_blocks", "unpack"]
 

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from gpt2_onnx.bench.protocol import GenerationTiming
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_protocol import GenerationTiming
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 from gpt2_onnx_exporters.greedy_loop import greedy_loop
 from gpt2_onnx_exporters.source import load_source
 
@@ -31,7 +31,7 @@ class EagerSystem:
 
     @classmethod
     def from_spec(cls, spec: SystemSpec, settings: BenchSettings) -> EagerSystem:
-        """The bench worker's factory (gpt2_onnx.app.bench_worker.FACTORIES)."""
+        """The bench worker's factory (gpt2_onnx.app.bench.worker.FACTORIES)."""
         if spec.model is None:
             raise ValueError(f"the eager system '{spec.label}' names no model")
         device = "cuda" if settings.provider == "cuda" else "cpu"

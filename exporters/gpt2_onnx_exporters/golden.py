@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gpt2_onnx.batching import position_ids
-from gpt2_onnx.golden import GOLDEN_PROMPTS, GOLDEN_STEPS, GoldenSet, golden_case, golden_prompt_ids, top2_margin
-from gpt2_onnx.parity import arithmetic_limit
-from gpt2_onnx.tolerances import ArithmeticRule
+from gpt2_onnx_core.batching import position_ids
+from gpt2_onnx_core.golden import GOLDEN_PROMPTS, GOLDEN_STEPS, GoldenSet, golden_case, golden_prompt_ids, top2_margin
+from gpt2_onnx_core.parity import arithmetic_limit
+from gpt2_onnx_core.tolerances import ArithmeticRule
 from gpt2_onnx_exporters.reference import ReferenceModel
 
 __all__ = ["build_golden"]

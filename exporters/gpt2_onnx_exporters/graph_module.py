@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpt2_onnx.errors import UnsupportedModelError
-from gpt2_onnx.names import DECODE, PREFILL, GraphKind
+from gpt2_onnx_core.errors import UnsupportedModelError
+from gpt2_onnx_core.names import DECODE, PREFILL, GraphKind
 from gpt2_onnx_exporters.source import is_tied
 
 if TYPE_CHECKING:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import onnx
 import onnx_ir as ir
 
-from gpt2_onnx import __version__
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError, first_line
-from gpt2_onnx.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
-from gpt2_onnx.progress import Stages
+from gpt2_onnx_core import __version__
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import ExportError, first_line
+from gpt2_onnx_core.names import EMBEDDING, GRAPH_FILES, GRAPHS, WEIGHTS_FILE, GraphKind, graph_inputs, graph_outputs
+from gpt2_onnx_core.progress import Stages
 from gpt2_onnx_exporters.simplify import simplify_graph
 from gpt2_onnx_exporters.source import is_tied
 from gpt2_onnx_exporters.trace import TraceCache, trace_graph

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpt2_onnx.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE
+from gpt2_onnx_core.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from gpt2_onnx.errors import ExportError
-from gpt2_onnx.precisions import Quantization
+from gpt2_onnx_core.errors import ExportError
+from gpt2_onnx_core.precisions import Quantization
 from gpt2_onnx_exporters.block_quant import quantize_blocks
 
 __all__ = ["CONTRIB_DOMAIN", "QuantizedTable", "QuantizedTables", "quantize_weights"]

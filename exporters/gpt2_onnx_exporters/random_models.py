@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpt2_onnx.config import RANDOM_PREFIX
-from gpt2_onnx.errors import UnsupportedModelError
+from gpt2_onnx_core.config import RANDOM_PREFIX
+from gpt2_onnx_core.errors import UnsupportedModelError
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel

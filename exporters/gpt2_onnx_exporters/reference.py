@@ -2,7 +2,8 @@
 
 Only full-sequence forwards and transformers' own ``generate`` are used, so the reference never depends on how a
 transformers release feeds a KV cache back in. A forward can also run in float64 (``exact=True``): the exact result
-an fp32 export and the float32 source model are both measured against (:class:`gpt2_onnx.tolerances.ArithmeticRule`).
+an fp32 export and the float32 source model are both measured against
+(:class:`gpt2_onnx_core.tolerances.ArithmeticRule`).
 """
 
 from __future__ import annotations

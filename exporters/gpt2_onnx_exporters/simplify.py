@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 from onnx import external_data_helper
 
-from gpt2_onnx.errors import ExportError, first_line
+from gpt2_onnx_core.errors import ExportError, first_line
 from gpt2_onnx_exporters.weights import MIN_EXTERNAL_BYTES, WrittenWeights
 
 __all__ = ["simplify_graph"]

@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 
 from safetensors import SafetensorError
 
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
-from gpt2_onnx.names import MODEL_CONFIG_FILE
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
+from gpt2_onnx_core.names import MODEL_CONFIG_FILE
 from gpt2_onnx_exporters.random_models import build_random_model, random_preset_name
 from gpt2_onnx_exporters.tokenizer_files import PACKAGED_TOKENIZER, load_packaged_gpt2_tokenizer
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.perplexity import WindowPlan, target_log_probs
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.perplexity import WindowPlan, target_log_probs
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel

@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpt2_onnx.errors import ModelLoadError
-from gpt2_onnx.names import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TOKENIZER_FILES
+from gpt2_onnx_core.errors import ModelLoadError
+from gpt2_onnx_core.names import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TOKENIZER_FILES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError, first_line
-from gpt2_onnx.names import (
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import ExportError, first_line
+from gpt2_onnx_core.names import (
     ATTENTION_MASK,
     DECODE,
     INPUT_IDS,
@@ -84,7 +84,7 @@ def _quiet_exporter() -> Iterator[None]:
 
 
 def trace_graph(model: GPT2LMHeadModel, kind: GraphKind, dims: ModelDims, opset: int, all_logits: bool) -> ir.Model:
-    """Trace one graph. Input and output names come from :mod:`gpt2_onnx.names`; dimension names are set later."""
+    """Trace one graph. Input and output names come from :mod:`gpt2_onnx_core.names`; dimension names are set later."""
     module = graph_module(model, kind, all_logits)
     inputs = [spec.name for spec in graph_inputs(kind, dims)]
     outputs = [spec.name for spec in graph_outputs(kind, dims, all_logits)]

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import onnx
 from onnx import helper
 
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import ExportError
-from gpt2_onnx.names import TensorSpec
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import ExportError
+from gpt2_onnx_core.names import TensorSpec
 
 __all__ = [
     "check_io",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx_ir as ir
 
-from gpt2_onnx.errors import ExportError
+from gpt2_onnx_core.errors import ExportError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -31,7 +31,7 @@ MIN_EXTERNAL_BYTES = 1024  # smaller initializers stay inside the graph
 @dataclass(frozen=True)
 class WrittenTensor:
     """One tensor as the exporter wrote it into the weights file (the graphs and the manifest's weights_index then
-    state its place as a gpt2_onnx.weights_index.ExternalTensorRef)."""
+    state its place as a gpt2_onnx_core.weights_index.ExternalTensorRef)."""
 
     name: str
     dtype: str

@@ -2,7 +2,7 @@
 
     gpt2_onnx.cli ──► gpt2_onnx.app ──► gpt2_onnx_exporters (PyTorch side: loading, tracing, graph transforms)
                                    └──► gpt2_onnx_runtimes  (ONNX Runtime side: sessions, KV cache, generation)
-    everything ─────► gpt2_onnx core (names, config, errors, manifest, tolerances, golden rules, bench protocol)
+    everything ─────► gpt2_onnx_core (names, config, errors, manifest, tolerances, golden rules, bench protocol)
 
 It also puts the runtime behind a service (``serving``, ``openai_api``: an OpenAI-compatible HTTP API on Ray Serve,
 with the ``serve`` extra): Ray and FastAPI are imported here and nowhere else.

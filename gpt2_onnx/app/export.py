@@ -16,22 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpt2_onnx import __version__
+from gpt2_onnx.app.environment import describe_environment
+from gpt2_onnx.app.genai_config import write_genai_config
+from gpt2_onnx.app.output_folder import StagedFolder, check_output_path
 from gpt2_onnx.app.parity_suite import ParitySuite
-from gpt2_onnx.compatibility import min_onnxruntime_for
-from gpt2_onnx.config import ExportOptions, ModelDims
-from gpt2_onnx.environment import describe_environment
-from gpt2_onnx.errors import ExportCheckError, ExportError
-from gpt2_onnx.genai_config import write_genai_config
-from gpt2_onnx.golden import GoldenSet, write_golden
-from gpt2_onnx.integrity import IntegrityCheck
-from gpt2_onnx.manifest import GraphRecord, Manifest, file_records, write_manifest
-from gpt2_onnx.names import GRAPHS, graph_inputs, graph_outputs
-from gpt2_onnx.output_folder import StagedFolder, check_output_path
-from gpt2_onnx.parity import ParityReport
-from gpt2_onnx.progress import StageReporter, Stages
-from gpt2_onnx.prompts import check_prompt_ids
-from gpt2_onnx.weights_index import ExternalTensorRef, index_of_graphs
+from gpt2_onnx_core import __version__
+from gpt2_onnx_core.compatibility import min_onnxruntime_for
+from gpt2_onnx_core.config import ExportOptions, ModelDims
+from gpt2_onnx_core.errors import ExportCheckError, ExportError
+from gpt2_onnx_core.golden import GoldenSet, write_golden
+from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.manifest import GraphRecord, Manifest, file_records, write_manifest
+from gpt2_onnx_core.names import GRAPHS, graph_inputs, graph_outputs
+from gpt2_onnx_core.parity import ParityReport
+from gpt2_onnx_core.progress import StageReporter, Stages
+from gpt2_onnx_core.prompts import check_prompt_ids
+from gpt2_onnx_core.weights_index import ExternalTensorRef, index_of_graphs
 from gpt2_onnx_exporters.golden import build_golden
 from gpt2_onnx_exporters.graphs import ExportedGraphs, export_graphs
 from gpt2_onnx_exporters.model_files import model_description, save_model_configs
@@ -182,7 +182,7 @@ def _runs_the_export(options: ExportOptions) -> bool:
 def export_model(
     options: ExportOptions, report: StageReporter | None = None, shared: SharedExportWork | None = None
 ) -> ExportResult:
-    """Run the whole export; raises a :class:`~gpt2_onnx.errors.Gpt2OnnxError` and writes nothing on failure.
+    """Run the whole export; raises a :class:`~gpt2_onnx_core.errors.Gpt2OnnxError` and writes nothing on failure.
 
     One pass: the graphs and their weights file, the tokenizer and configs, then (against the manifest held in
     memory) golden vectors and the parity check, then genai_config.json and manifest.json, each written once, and

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpt2_onnx.integrity import IntegrityCheck
-from gpt2_onnx.providers import ProviderName
+from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult

@@ -32,8 +32,8 @@ from gpt2_onnx.app.openai_schema import (
     prompt_list,
     prompt_name,
 )
-from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, OptionError, ServerBusyError
-from gpt2_onnx.serve_limits import MAX_BODY_BYTES, REQUEST_TIMEOUT_S
+from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, OptionError, ServerBusyError
+from gpt2_onnx_core.serve_limits import MAX_BODY_BYTES, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec
 from gpt2_onnx_runtimes.batching import BatchEngine
 from gpt2_onnx_runtimes.generation import GenerationOptions

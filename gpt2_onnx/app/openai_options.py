@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpt2_onnx.app.openai_schema import ApiError, CompletionRequest, stop_list
-from gpt2_onnx.errors import InvalidInputError, OptionError
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 
 __all__ = ["API_DEFAULTS", "FIELD_NAMES", "http_defaults", "model_defaults", "option_error", "request_options"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 
 __all__ = [
     "MAX_LOGPROBS",

@@ -1,8 +1,8 @@
 """The parity suite: an export run by ONNX Runtime against its source model run by transformers.
 
-Every check adds comparisons to one :class:`~gpt2_onnx.parity.ParityReport`; nothing stops at the first failure.
+Every check adds comparisons to one :class:`~gpt2_onnx_core.parity.ParityReport`; nothing stops at the first failure.
 ``export`` runs a short suite before it commits a folder; ``verify`` runs the full one. Where the tolerance has an
-:class:`~gpt2_onnx.tolerances.ArithmeticRule` (fp32), every reference forward also runs in float64, logits and KV
+:class:`~gpt2_onnx_core.tolerances.ArithmeticRule` (fp32), every reference forward also runs in float64, logits and KV
 are compared with that exact result, and each tensor's limit follows from the float32 source's own distance from it.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.names import (
+from gpt2_onnx_core.batching import left_pad, position_ids
+from gpt2_onnx_core.names import (
     ATTENTION_MASK,
     DECODE,
     INPUT_IDS,
@@ -24,11 +24,12 @@ from gpt2_onnx.names import (
     past_names,
     present_names,
 )
-from gpt2_onnx.parity import ParityReport, arithmetic_limit, compare_logits, compare_tensors, compare_tokens
-from gpt2_onnx.tolerances import Tolerance
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.parity import ParityReport, arithmetic_limit, compare_logits, compare_tensors, compare_tokens
+from gpt2_onnx_core.tolerances import Tolerance
+from gpt2_onnx_core.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel, ReferenceOutputs
-from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.generate import generate_ids
+from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["ParitySuite"]

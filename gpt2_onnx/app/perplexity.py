@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import TOKENIZER_FILE
-from gpt2_onnx.perplexity import Perplexity, PerplexityComparison, PerplexityText, perplexity_limit
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.names import TOKENIZER_FILE
+from gpt2_onnx_core.perplexity import Perplexity, PerplexityComparison, PerplexityText, perplexity_limit
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_exporters.source_perplexity import source_log_probs
 from gpt2_onnx_runtimes.perplexity import export_log_probs

@@ -32,11 +32,11 @@ from ray import serve
 
 from gpt2_onnx.app.loopback import bind_replica_grpc_to_node
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
-from gpt2_onnx.errors import InvalidInputError, ManifestError, ServingError, first_line
-from gpt2_onnx.interrupts import handlers_kept, signals_deferred
-from gpt2_onnx.manifest import Manifest, read_manifest
-from gpt2_onnx.names import TOKENIZER_FILE
-from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError, ServingError, first_line
+from gpt2_onnx_core.interrupts import handlers_kept, signals_deferred
+from gpt2_onnx_core.manifest import Manifest, read_manifest
+from gpt2_onnx_core.names import TOKENIZER_FILE
+from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.folder_checks import check_files, check_runtime_version
 from gpt2_onnx_runtimes.providers import ProviderName, ensure_provider_loadable

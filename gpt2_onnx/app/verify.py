@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpt2_onnx.app.environment import describe_environment
 from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
-from gpt2_onnx.environment import describe_environment
-from gpt2_onnx.integrity import IntegrityCheck
-from gpt2_onnx.manifest import Manifest, read_manifest
-from gpt2_onnx.names import TOKENIZER_FILE
-from gpt2_onnx.parity import ParityReport
-from gpt2_onnx.perplexity import PerplexityText
-from gpt2_onnx.precisions import tolerance_for
-from gpt2_onnx.progress import StageReporter, Stages
-from gpt2_onnx.prompts import check_prompt_ids
-from gpt2_onnx.verify_report import VerifyOptions, VerifyReport, check_dimensions, check_files
-from gpt2_onnx.wording import plural
+from gpt2_onnx.app.verify_report import VerifyOptions, VerifyReport, check_dimensions, check_files
+from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.manifest import Manifest, read_manifest
+from gpt2_onnx_core.names import TOKENIZER_FILE
+from gpt2_onnx_core.parity import ParityReport
+from gpt2_onnx_core.perplexity import PerplexityText
+from gpt2_onnx_core.precisions import tolerance_for
+from gpt2_onnx_core.progress import StageReporter, Stages
+from gpt2_onnx_core.prompts import check_prompt_ids
+from gpt2_onnx_core.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_runtimes.golden_check import check_golden

@@ -1,7 +1,7 @@
 """The ``gpt2-onnx`` command line.
 
 :func:`main` runs one command and is the one place that turns the ways it can end into messages and exit codes:
-a library error (:class:`~gpt2_onnx.errors.Gpt2OnnxError`) or a usage error is one ``Error:`` line with its exit
+a library error (:class:`~gpt2_onnx_core.errors.Gpt2OnnxError`) or a usage error is one ``Error:`` line with its exit
 code, an interrupt is ``Interrupted.`` and 130, and an unexpected exception is one ``Internal error:`` line and 70
 unless ``--verbose`` asks for the traceback. Options are read from the command line only, except ``--provider``
 (``GPT2_ONNX_PROVIDER``).
@@ -18,11 +18,11 @@ from typing import NoReturn
 import click
 from click.shell_completion import shell_complete
 
-from gpt2_onnx import __version__
 from gpt2_onnx.cli.logs import configure_logging
 from gpt2_onnx.cli.options import VERBOSE_KEY, flag_names
-from gpt2_onnx.errors import Gpt2OnnxError, OptionError, first_line
-from gpt2_onnx.interrupts import ignore_interrupts, install_interrupt_handlers
+from gpt2_onnx_core import __version__
+from gpt2_onnx_core.errors import Gpt2OnnxError, OptionError, first_line
+from gpt2_onnx_core.interrupts import ignore_interrupts, install_interrupt_handlers
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "cli", "main"]
 
@@ -122,7 +122,7 @@ def _message(exc: Gpt2OnnxError, ctx: click.Context | None) -> str:
 
 def _interrupted() -> int:
     """The command stopped at an interrupt and its clean-up is done; from here on SIGINT and SIGTERM are ignored
-    (:func:`~gpt2_onnx.interrupts.ignore_interrupts`: nothing is left to stop, and the exit status must stay 130
+    (:func:`~gpt2_onnx_core.interrupts.ignore_interrupts`: nothing is left to stop, and the exit status must stay 130
     through the interpreter's shutdown; tests/test_interrupts.py sends signals all through an interrupted
     command's exit)."""
     ignore_interrupts()

@@ -17,11 +17,11 @@ from gpt2_onnx.cli.options import (
     threads_option,
     verbose_option,
 )
-from gpt2_onnx.errors import OptionError
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.errors import OptionError
+from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
-    from gpt2_onnx.bench.report import BenchReport
+    from gpt2_onnx.app.bench.report import BenchReport
 
 __all__ = ["bench"]
 
@@ -153,9 +153,9 @@ def bench(
       gpt2-onnx bench out --no-eager --threads 4
       gpt2-onnx bench out out-int8 out-int4 --perplexity heldout.txt   # perplexity per system beside the speed
     """
-    from gpt2_onnx.app.bench import bench_exports
-    from gpt2_onnx.bench.settings import BenchSettings
-    from gpt2_onnx.perplexity import PerplexityRequest
+    from gpt2_onnx.app.bench.run import bench_exports
+    from gpt2_onnx_core.bench_settings import BenchSettings
+    from gpt2_onnx_core.perplexity import PerplexityRequest
 
     refuse_window_without_text(ctx, perplexity)
     if no_eager:
@@ -187,6 +187,8 @@ def bench(
 
 
 def _print_table(report: BenchReport) -> None:
+    from gpt2_onnx.app.bench.table import render_table
+
     settings, machine = report.settings, report.machine
     click.echo(
         f"batch 1 (throughput: batch {settings.batch_size}), {settings.threads} threads, {settings.provider}; "
@@ -194,4 +196,4 @@ def _print_table(report: BenchReport) -> None:
         f"({plural(machine['cpu_count'], 'core')}), "
         f"load {machine['load_average']} → {machine['load_average_after']}"
     )
-    click.echo(report.table())
+    click.echo(render_table(report))

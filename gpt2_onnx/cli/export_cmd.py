@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from gpt2_onnx.app.dependencies import require_pytorch_side
+from gpt2_onnx.app.output_folder import check_output_path
 from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import verbose_option
-from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
-from gpt2_onnx.dependencies import require_pytorch_side
-from gpt2_onnx.output_folder import check_output_path
-from gpt2_onnx.precisions import PRECISIONS
+from gpt2_onnx_core.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx_core.precisions import PRECISIONS
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.export import ExportResult

@@ -3,7 +3,7 @@
 Every flag defaults to "not given" (None), so that the export's ``generation_config.json`` can supply the value
 (see :mod:`gpt2_onnx_runtimes.generation_defaults`), else GenerationOptions' own default, which each help text states.
 Which flags a mode reads is GenerationOptions' rule alone: a flag the chosen mode would ignore is refused there, and
-the command line names it by its flag (:class:`~gpt2_onnx.errors.OptionError`).
+the command line names it by its flag (:class:`~gpt2_onnx_core.errors.OptionError`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError
 
 __all__ = ["FLAGS", "generation_flags", "given_options"]
 

@@ -2,7 +2,7 @@
 
 The cache folder is ``$GPT2_ONNX_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/gpt2-onnx`` (an absolute
 ``XDG_CACHE_HOME`` only, as the XDG specification says), else ``~/.cache/gpt2-onnx``. The command line reads the
-environment here; the library is handed the path (:class:`~gpt2_onnx.integrity.IntegrityCheck`).
+environment here; the library is handed the path (:class:`~gpt2_onnx_core.integrity.IntegrityCheck`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gpt2_onnx.integrity import CACHE_FILE_NAME, IntegrityCheck
+from gpt2_onnx_core.integrity import CACHE_FILE_NAME, IntegrityCheck
 
 __all__ = ["CACHE_DIR_VARIABLE", "cache_dir", "fingerprint_options", "integrity_option"]
 

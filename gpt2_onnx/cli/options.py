@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.providers import PROVIDERS
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.providers import PROVIDERS
 
 __all__ = [
     "PROVIDER_CHOICES",

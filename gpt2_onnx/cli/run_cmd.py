@@ -14,9 +14,9 @@ from gpt2_onnx.cli.display import echo_json
 from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.generate import (

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
-from gpt2_onnx.errors import InvalidInputError, MissingDependencyError
-from gpt2_onnx.interrupts import ignore_interrupts
-from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
+from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
+from gpt2_onnx_core.interrupts import ignore_interrupts
+from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.openai_api import ApiSettings
     from gpt2_onnx.app.serving import Deployed, ServeConfig
-    from gpt2_onnx.providers import ProviderName
+    from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["serve"]
 

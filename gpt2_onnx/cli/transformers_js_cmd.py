@@ -26,7 +26,7 @@ def transformers_js(exports: tuple[Path, ...], output: Path, force: bool) -> Non
       gpt2-onnx transformers-js out-fp32 out-int4 -o gpt2-transformers-js
       # then, in JavaScript: AutoModelForCausalLM.from_pretrained('gpt2-transformers-js', {dtype: 'q4'})
     """
-    from gpt2_onnx.transformers_js import transformers_js_folder
+    from gpt2_onnx.app.transformers_js import transformers_js_folder
 
     made = transformers_js_folder(list(exports), output, force)
     for dtype, path in made.dtypes.items():

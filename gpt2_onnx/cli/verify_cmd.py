@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gpt2_onnx.app.dependencies import require_pytorch_side
 from gpt2_onnx.cli.display import StageDisplay, echo_json
 from gpt2_onnx.cli.options import (
     json_option,
@@ -16,10 +17,9 @@ from gpt2_onnx.cli.options import (
     threads_option,
     verbose_option,
 )
-from gpt2_onnx.dependencies import require_pytorch_side
-from gpt2_onnx.errors import OutputPathError, ParityError
-from gpt2_onnx.manifest import read_manifest
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.errors import OutputPathError, ParityError
+from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.wording import plural
 
 __all__ = ["verify"]
 
@@ -81,8 +81,8 @@ def verify(
       gpt2-onnx verify out --json > report.json
       gpt2-onnx verify out --perplexity heldout.txt --perplexity-window 512 --perplexity-stride 256
     """
-    from gpt2_onnx.report_table import render_report
-    from gpt2_onnx.verify_report import VerifyOptions
+    from gpt2_onnx.app.report_table import render_report
+    from gpt2_onnx.app.verify_report import VerifyOptions
 
     read_manifest(folder)  # a folder that is no export is refused before anything else
     refuse_window_without_text(ctx, perplexity)

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import InvalidInputError, OptionError
-from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import DECODE, PREFILL
-from gpt2_onnx.perplexity import Perplexity, WindowPlan, model_plan
-from gpt2_onnx.providers import ProviderName
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.names import DECODE, PREFILL
+from gpt2_onnx_core.perplexity import Perplexity, WindowPlan, model_plan
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.export_folder import ExportFolder
-from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult, generate_ids
+from gpt2_onnx_runtimes.generate import generate_ids
+from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, GenerationResult
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.prompt_checks import check_prompt_text
@@ -169,7 +170,7 @@ class Gpt2Onnx:
         return self.perplexity_of_ids(ids, model_plan(len(ids), self.dims.n_positions, window, stride))
 
     def perplexity_of_ids(self, ids: Sequence[int], plan: WindowPlan) -> Perplexity:
-        """As :meth:`perplexity`, for token ids and a plan made with :func:`gpt2_onnx.perplexity.plan_windows`."""
+        """As :meth:`perplexity`, for token ids and a plan made with :func:`gpt2_onnx_core.perplexity.plan_windows`."""
         return Perplexity.of(plan, self.token_log_probs(ids, plan))
 
     def token_log_probs(self, ids: Sequence[int], plan: WindowPlan) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpt2_onnx.names import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
+from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError
+from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError
 from gpt2_onnx_runtimes.decoding import MAX_TOP_LOGPROBS, EndRule, Row, TokenChooser, TopLogprobs
 from gpt2_onnx_runtimes.options import GenerationOptions
 from gpt2_onnx_runtimes.results import FinishReason

@@ -30,17 +30,17 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2_onnx.batching import position_ids
-from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, ServerBusyError
-from gpt2_onnx.names import KV_KINDS, past_name, present_name
-from gpt2_onnx.serve_limits import MAX_BATCH_ROWS, MAX_WAITING
+from gpt2_onnx_core.batching import position_ids
+from gpt2_onnx_core.errors import Gpt2OnnxError, InferenceError, InvalidInputError, ServerBusyError
+from gpt2_onnx_core.names import KV_KINDS, past_name, present_name
+from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_WAITING
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
 from gpt2_onnx_runtimes.batch_requests import Choice, ChoiceUpdate, CompletionSpec, RequestFailed, Sink, Update
 from gpt2_onnx_runtimes.decoding import EndRule, TokenChooser, new_rows, seed_of
 from gpt2_onnx_runtimes.export_folder import ExportFolder
-from gpt2_onnx_runtimes.generation import check_prompts, special_tokens
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.prompt_checks import check_prompts, special_tokens
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions, onnxruntime_errors
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.interrupts import raise_if_interrupted
+from gpt2_onnx_core.batching import left_pad, position_ids
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.interrupts import raise_if_interrupted
 from gpt2_onnx_runtimes.beam_search import BeamConfig, BeamScorer, Hypothesis
-from gpt2_onnx_runtimes.generation import check_prompts, special_tokens
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.options import GenerationOptions
 from gpt2_onnx_runtimes.processors import RowHistory, log_softmax, logits_processors
+from gpt2_onnx_runtimes.prompt_checks import check_prompts, special_tokens
 from gpt2_onnx_runtimes.results import GenerationResult, step_timings
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2_onnx.batching import position_ids
-from gpt2_onnx.bench.protocol import GenerationTiming
-from gpt2_onnx.bench.settings import BenchSettings, SystemSpec
-from gpt2_onnx.providers import ProviderName
+from gpt2_onnx_core.batching import position_ids
+from gpt2_onnx_core.bench_protocol import GenerationTiming
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
@@ -46,7 +46,7 @@ class OnnxSystem:
 
     @classmethod
     def from_spec(cls, spec: SystemSpec, settings: BenchSettings) -> OnnxSystem:
-        """The bench worker's factory (gpt2_onnx.app.bench_worker.FACTORIES)."""
+        """The bench worker's factory (gpt2_onnx.app.bench.worker.FACTORIES)."""
         if spec.folder is None:
             raise ValueError(f"the onnx system '{spec.label}' names no export folder")
         return cls(

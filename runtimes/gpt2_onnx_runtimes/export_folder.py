@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from gpt2_onnx.integrity import IntegrityCheck, check_file_hashes
-from gpt2_onnx.manifest import Manifest, read_manifest
-from gpt2_onnx.names import TOKENIZER_FILE
+from gpt2_onnx_core.integrity import IntegrityCheck, check_file_hashes
+from gpt2_onnx_core.manifest import Manifest, read_manifest
+from gpt2_onnx_core.names import TOKENIZER_FILE
 from gpt2_onnx_runtimes.folder_checks import check_files, check_runtime_version
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer

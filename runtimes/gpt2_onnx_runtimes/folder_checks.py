@@ -1,7 +1,7 @@
 """Checks of an export folder before any session exists: its files against the manifest, each graph's external data,
 its weights index, its export id and its inputs and outputs, and the installed ONNX Runtime against its minimum.
 
-Every failure is a one-line :class:`~gpt2_onnx.errors.ManifestError` (or :class:`RuntimeVersionError`).
+Every failure is a one-line :class:`~gpt2_onnx_core.errors.ManifestError` (or :class:`RuntimeVersionError`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import onnx
 
-from gpt2_onnx.errors import ManifestError, RuntimeVersionError
-from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import GraphKind
-from gpt2_onnx.versions import version_tuple
-from gpt2_onnx.weights_index import check_index_covers
+from gpt2_onnx_core.errors import ManifestError, RuntimeVersionError
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.names import GraphKind
+from gpt2_onnx_core.versions import version_tuple
+from gpt2_onnx_core.weights_index import check_index_covers
 
 __all__ = ["check_files", "check_graph", "check_runtime_version", "read_graph"]
 

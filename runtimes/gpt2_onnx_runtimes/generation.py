@@ -1,5 +1,6 @@
 """Text generation: one prefill, then a decode loop over the KV cache; greedy unless sampling is asked for (beam
-search runs through :mod:`gpt2_onnx_runtimes.beam_generation`; :func:`generate_ids` picks).
+search runs through :mod:`gpt2_onnx_runtimes.beam_generation`; :func:`gpt2_onnx_runtimes.generate.generate_ids`
+picks).
 
 Batches are left-padded; every row's tokens equal what that prompt gives alone (greedy exactly; sampling too,
 since each row draws from its own generator, seeded by :func:`gpt2_onnx_runtimes.decoding.row_seed`). The token
@@ -16,28 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.errors import InvalidInputError, OptionError
-from gpt2_onnx.interrupts import raise_if_interrupted
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.batching import left_pad, position_ids
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.interrupts import raise_if_interrupted
 from gpt2_onnx_runtimes.decoding import EndRule, TokenChooser, best_sequences, new_rows, seed_of
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.options import GenerationOptions
-from gpt2_onnx_runtimes.prompt_checks import check_prompt_ids, check_token_ids
+from gpt2_onnx_runtimes.prompt_checks import check_prompts, special_tokens
 from gpt2_onnx_runtimes.results import FinishReason, GenerationResult, step_timings
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
-__all__ = [
-    "FinishReason",
-    "Generation",
-    "GenerationOptions",
-    "GenerationResult",
-    "StepEvent",
-    "check_prompts",
-    "generate_ids",
-    "special_tokens",
-]
+__all__ = ["FinishReason", "Generation", "GenerationOptions", "GenerationResult", "StepEvent"]
 
 
 @dataclass(frozen=True)
@@ -47,35 +38,6 @@ class StepEvent:
 
     step: int
     tokens: list[int | None]
-
-
-def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], options: GenerationOptions) -> None:
-    """Refuse prompts and token-id options that the model cannot take (one line each)."""
-    dims = loaded.manifest.dims
-    if not prompts:
-        raise InvalidInputError("no prompts given")
-    for index, prompt in enumerate(prompts):
-        check_prompt_ids(prompt, dims.vocab_size, f"prompt {index}")
-        if len(prompt) + options.max_new_tokens > dims.n_positions:
-            raise OptionError(
-                f"prompt {index} has {plural(len(prompt), 'token')}; with {{max_new_tokens}} "
-                f"{options.max_new_tokens} that exceeds the model's {dims.n_positions} positions",
-                "max_new_tokens",
-            )
-    for seq in options.bad_words_ids:
-        check_token_ids(seq, dims.vocab_size, "bad_words_ids")
-    check_token_ids(options.forced_eos_token_id, dims.vocab_size, "forced_eos_token_id")
-    check_token_ids([token for token, _ in options.logit_bias], dims.vocab_size, "logit_bias")
-
-
-def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tuple[int, ...], int]:
-    """The end-of-text ids generation stops at (none with ``ignore_eos``) and the id that pads batches."""
-    tokens = loaded.manifest.tokens
-    eos = tokens.get("eos_token_id")
-    if options.min_new_tokens > 0 and eos is None:
-        raise OptionError("{min_new_tokens} needs an end-of-text token, and the manifest names none", "min_new_tokens")
-    eos_ids = () if options.ignore_eos or eos is None else (int(eos),)
-    return eos_ids, int(tokens.get("pad_token_id") or tokens.get("eos_token_id") or 0)
 
 
 class Generation:
@@ -158,19 +120,3 @@ class Generation:
         if drawn == returned:
             return results
         return [r for i in range(0, len(results), drawn) for r in best_sequences(results[i : i + drawn], returned)]
-
-
-def generate_ids(
-    loaded: LoadedExport,
-    prompts: Sequence[Sequence[int]],
-    options: GenerationOptions,
-    tokenizer: TextTokenizer | None = None,
-) -> list[GenerationResult]:
-    """Generate for a batch of token-id prompts (left-padded together): greedy, sampled or by beam search, as
-    ``options`` say. Results are prompt-major, ``num_return_sequences`` per prompt, best first. Stop strings need
-    ``tokenizer``."""
-    if options.num_beams > 1:
-        from gpt2_onnx_runtimes.beam_generation import BeamSearch
-
-        return BeamSearch(loaded, prompts, options, tokenizer).run()
-    return Generation(loaded, prompts, options, tokenizer).run()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from gpt2_onnx.errors import InvalidInputError, ManifestError, OptionError
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError, OptionError
 from gpt2_onnx_runtimes.options import BEAM_ONLY, SAMPLING_ONLY, GenerationOptions, refuse_unread
 
 __all__ = ["GENERATION_CONFIG_FILE", "CheckpointDefaults", "ResolvedOptions"]

@@ -25,8 +25,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.names import LOGITS
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.names import LOGITS
 
 __all__ = ["initializer_as_input", "last_position_logits"]
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gpt2_onnx.batching import left_pad, position_ids
-from gpt2_onnx.golden import (
+from gpt2_onnx_core.batching import left_pad, position_ids
+from gpt2_onnx_core.golden import (
     GOLDEN_PROMPTS,
     GOLDEN_STEPS,
     GoldenSet,
@@ -23,7 +23,7 @@ from gpt2_onnx.golden import (
     read_golden,
     top2_margin,
 )
-from gpt2_onnx.parity import Comparison, ParityReport, compare_tensors
+from gpt2_onnx_core.parity import Comparison, ParityReport, compare_tensors
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.sampling import greedy
 from gpt2_onnx_runtimes.session import LoadedExport

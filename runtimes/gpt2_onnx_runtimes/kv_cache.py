@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpt2_onnx.names import (
+from gpt2_onnx_core.names import (
     ATTENTION_MASK,
     DECODE,
     INPUT_IDS,

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from gpt2_onnx import compatibility
-from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
-from gpt2_onnx.versions import installed_versions, version_tuple
+from gpt2_onnx_core import compatibility
+from gpt2_onnx_core.errors import Gpt2OnnxError, InferenceError, RuntimeVersionError
+from gpt2_onnx_core.versions import installed_versions, version_tuple
 
 if TYPE_CHECKING:
     from gpt2_onnx_runtimes.session import SessionLayout
@@ -65,7 +65,7 @@ def _golden_status(folder: Path, layout: SessionLayout) -> tuple[CellStatus, str
 
 
 def _merged_layout(folder: Path) -> tuple[bool, str]:
-    """Whether the merged layout behaves as its recorded minimum (gpt2_onnx.compatibility) says on this release:
+    """Whether the merged layout behaves as its recorded minimum (gpt2_onnx_core.compatibility) says on this release:
     it reproduces the golden tokens from that release on; below it, it is refused by our version check and, with
     that check lifted, really fails to load or computes other tokens."""
     import onnxruntime as ort

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpt2_onnx.errors import OptionError
+from gpt2_onnx_core.errors import OptionError
 
 __all__ = [
     "BEAM_ONLY",

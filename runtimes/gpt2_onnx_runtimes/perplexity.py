@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gpt2_onnx.batching import position_ids
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, LOGITS, POSITION_IDS, past_names
-from gpt2_onnx.perplexity import Window, WindowPlan, target_log_probs
+from gpt2_onnx_core.batching import position_ids
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.names import ATTENTION_MASK, DECODE, INPUT_IDS, LOGITS, POSITION_IDS, past_names
+from gpt2_onnx_core.perplexity import Window, WindowPlan, target_log_probs
 from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["export_log_probs"]

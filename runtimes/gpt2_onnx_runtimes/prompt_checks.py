@@ -10,12 +10,18 @@ the position and the value, never a tokenizer's TypeError or NumPy's OverflowErr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
+from gpt2_onnx_core.wording import plural
 
-__all__ = ["check_prompt_ids", "check_prompt_text", "check_token_ids"]
+if TYPE_CHECKING:
+    from gpt2_onnx_runtimes.options import GenerationOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
+
+__all__ = ["check_prompt_ids", "check_prompt_text", "check_prompts", "check_token_ids", "special_tokens"]
 
 _SURROGATES = range(0xD800, 0xE000)
 _SHOWN = 40  # characters of an offending value quoted in a message
@@ -63,3 +69,32 @@ def _is_integer(item: object) -> bool:
     if isinstance(item, bool):
         return False
     return isinstance(item, int | np.integer)
+
+
+def check_prompts(loaded: LoadedExport, prompts: Sequence[Sequence[int]], options: GenerationOptions) -> None:
+    """Refuse prompts and token-id options that the model cannot take (one line each)."""
+    dims = loaded.manifest.dims
+    if not prompts:
+        raise InvalidInputError("no prompts given")
+    for index, prompt in enumerate(prompts):
+        check_prompt_ids(prompt, dims.vocab_size, f"prompt {index}")
+        if len(prompt) + options.max_new_tokens > dims.n_positions:
+            raise OptionError(
+                f"prompt {index} has {plural(len(prompt), 'token')}; with {{max_new_tokens}} "
+                f"{options.max_new_tokens} that exceeds the model's {dims.n_positions} positions",
+                "max_new_tokens",
+            )
+    for seq in options.bad_words_ids:
+        check_token_ids(seq, dims.vocab_size, "bad_words_ids")
+    check_token_ids(options.forced_eos_token_id, dims.vocab_size, "forced_eos_token_id")
+    check_token_ids([token for token, _ in options.logit_bias], dims.vocab_size, "logit_bias")
+
+
+def special_tokens(loaded: LoadedExport, options: GenerationOptions) -> tuple[tuple[int, ...], int]:
+    """The end-of-text ids generation stops at (none with ``ignore_eos``) and the id that pads batches."""
+    tokens = loaded.manifest.tokens
+    eos = tokens.get("eos_token_id")
+    if options.min_new_tokens > 0 and eos is None:
+        raise OptionError("{min_new_tokens} needs an end-of-text token, and the manifest names none", "min_new_tokens")
+    eos_ids = () if options.ignore_eos or eos is None else (int(eos),)
+    return eos_ids, int(tokens.get("pad_token_id") or tokens.get("eos_token_id") or 0)

@@ -15,8 +15,8 @@ import logging
 import sys
 from pathlib import Path
 
-from gpt2_onnx.errors import InvalidInputError, ProviderUnavailableError
-from gpt2_onnx.providers import PROVIDERS, ProviderName
+from gpt2_onnx_core.errors import InvalidInputError, ProviderUnavailableError
+from gpt2_onnx_core.providers import PROVIDERS, ProviderName
 
 __all__ = ["PROVIDERS", "ProviderName", "check_session_provider", "ensure_provider_loadable", "provider_list"]
 

@@ -10,7 +10,7 @@ Two layouts (:class:`RuntimeOptions.layout`):
             (``share_weights``), else ONNX Runtime loads and prepacks each session's weights itself.
 
 ``auto`` (the default) is ``merged`` where the installed ONNX Runtime can load a graph from memory with its
-weights beside it (:data:`gpt2_onnx.compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME`), else ``split``. Whatever the
+weights beside it (:data:`gpt2_onnx_core.compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME`), else ``split``. Whatever the
 layout, :meth:`LoadedExport.run` runs the folder's own graphs, creating their sessions on first use in the merged
 layout.
 
@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import onnx
 
-from gpt2_onnx import compatibility
-from gpt2_onnx.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
-from gpt2_onnx.integrity import IntegrityCheck
-from gpt2_onnx.manifest import Manifest
-from gpt2_onnx.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
-from gpt2_onnx.precisions import precision_named
-from gpt2_onnx.providers import ProviderName
-from gpt2_onnx.versions import version_tuple
-from gpt2_onnx.weights_index import external_tensors
+from gpt2_onnx_core import compatibility
+from gpt2_onnx_core.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
+from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
+from gpt2_onnx_core.precisions import precision_named
+from gpt2_onnx_core.providers import ProviderName
+from gpt2_onnx_core.versions import version_tuple
+from gpt2_onnx_core.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
@@ -79,7 +79,7 @@ class RuntimeOptions:
     # split layout, CPU, fp32: map the weights file once and give both sessions its tensors, prepacking off (see
     # shared_weights). False: ONNX Runtime loads each session's weights itself (prepacked copies per session).
     share_weights: bool = True
-    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx.integrity).
+    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx_core.integrity).
     integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
 
     def __post_init__(self) -> None:

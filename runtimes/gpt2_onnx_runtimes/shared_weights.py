@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
-from gpt2_onnx.errors import ManifestError
-from gpt2_onnx.weights_index import ExternalTensorRef, external_tensors
+from gpt2_onnx_core.errors import ManifestError
+from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpt2_onnx.errors import ManifestError
+from gpt2_onnx_core.errors import ManifestError
 
 __all__ = ["IncrementalDecoder", "TextTokenizer"]
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import InvalidInputError
-from gpt2_onnx.names import ATTENTION_MASK, DECODE, INPUT_IDS, PAST_PREFIX, POSITION_IDS, GraphKind, past_names
-from gpt2_onnx.wording import plural
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.names import ATTENTION_MASK, DECODE, INPUT_IDS, PAST_PREFIX, POSITION_IDS, GraphKind, past_names
+from gpt2_onnx_core.wording import plural
 
 __all__ = ["validate_feeds", "validate_token_ids"]
 

@@ -1,0 +1,102 @@
+"""What ``bench`` measures: frozen settings passed explicitly to the runner and, as JSON, to each worker."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from gpt2_onnx_core.errors import OptionError
+from gpt2_onnx_core.providers import ProviderName
+
+__all__ = ["BenchSettings", "SystemSpec"]
+
+SystemKind = Literal["onnx", "eager"]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How to measure. Defaults are the issue's: batch 1, 2 threads, prompt 128, 64 new tokens."""
+
+    threads: int = 2  # intra-op threads of ONNX Runtime and torch alike
+    prompt_lengths: tuple[int, ...] = (8, 128)  # prefill latency and time to first token, per length
+    decode_prompt_length: int = 128  # the prompt before the timed decode steps
+    new_tokens: int = 64  # tokens generated per decode run (the first comes from prefill)
+    batch_size: int = 4  # rows of the throughput run
+    batch_prompt_length: int = 32
+    repeats: int = 5  # recorded rounds; every round runs each task once per system, interleaved
+    warmup: int = 1  # unrecorded rounds first
+    seed: int = 0  # prompt token ids are drawn from this seed, the same for every system
+    provider: ProviderName = "cpu"
+    attention: str = "sdpa"  # transformers' attention for the eager baseline (its default; "eager" is slower)
+    # Untimed decode steps (of a short generation) each system runs right before each timed prefill and time to
+    # first token: in use a prefill follows the previous generation's decode steps. 0: prefills back to back.
+    decode_steps_before_prefill: int = 8
+    # Seconds the runner waits before each timed request, so that the threads the previous system's worker left
+    # spinning (ONNX Runtime's pools, OpenMP, TBB) have gone idle: each system measured as if alone.
+    settle_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        positive = {
+            "threads": self.threads,
+            "new_tokens": self.new_tokens,
+            "batch_size": self.batch_size,
+            "batch_prompt_length": self.batch_prompt_length,
+            "decode_prompt_length": self.decode_prompt_length,
+            "repeats": self.repeats,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                raise OptionError(f"{{{name}}} must be >= 1, got {value}", name)
+        for name, value in (("warmup", self.warmup), ("decode_steps_before_prefill", self.decode_steps_before_prefill)):
+            if value < 0:
+                raise OptionError(f"{{{name}}} must be >= 0, got {value}", name)
+        if not self.settle_s >= 0:
+            raise OptionError(f"{{settle_s}} must be >= 0, got {self.settle_s}", "settle_s")
+        if not self.prompt_lengths or min(self.prompt_lengths) < 1:
+            raise OptionError(
+                f"{{prompt_lengths}} must be >= 1, got {', '.join(map(str, self.prompt_lengths)) or 'none'}",
+                "prompt_lengths",
+            )
+
+    def longest_sequence(self) -> int:
+        """The most positions any task needs (it must fit the model's n_positions)."""
+        return max(
+            *self.prompt_lengths,
+            self.decode_prompt_length + self.new_tokens,
+            self.batch_prompt_length + self.new_tokens,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["prompt_lengths"] = list(self.prompt_lengths)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchSettings:
+        return cls(**{**data, "prompt_lengths": tuple(data["prompt_lengths"])})
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One system to measure: an export folder on ONNX Runtime, or the source checkpoint on PyTorch eager (or,
+    with ``factory``, any other system that speaks the worker protocol)."""
+
+    kind: SystemKind
+    label: str  # column heading
+    folder: str | None = None  # onnx: the export folder
+    model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
+    seed: int | None = None  # eager: the seed of random:NAME weights
+    layout: str = "auto"  # onnx: the session layout, merged (one session) or split (the two graphs)
+    share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
+    session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
+    # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
+    # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
+    factory: str | None = None
+    python: str | None = None  # the worker's interpreter (another virtual environment); None: this one
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SystemSpec:
+        return cls(**data)
