@@ -35,6 +35,8 @@ RAY_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 # (inherited by its own processes only; /proc/PID/environ is its owner's), so no credential file is written.
 RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 EXTRA_HINT = "gpt2-onnx serve needs the serve extra: pip install 'gpt2-onnx[serve]'"
+CLUSTER_CPUS_PER_REPLICA = 1.0  # on a cluster, whose nodes differ: Ray CPUs per replica unless told
+CUDA_GPUS_PER_REPLICA = 1.0  # with --provider cuda: GPUs per replica unless told
 
 
 def _check_options(
@@ -58,7 +60,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     if given is not None:
         return given
     if address is not None:
-        return 1.0  # a cluster's nodes differ; one CPU each unless told
+        return CLUSTER_CPUS_PER_REPLICA
     return max(0.5, (os.cpu_count() or 1) / max(replicas, max_replicas or 0))  # embedded: this machine, shared
 
 
@@ -99,9 +101,15 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     "--cpus-per-replica",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Ray CPUs reserved by each replica [this machine's cores / replicas; 1 on a cluster].",
+    help=f"Ray CPUs reserved by each replica [this machine's cores / replicas; {CLUSTER_CPUS_PER_REPLICA:g} on a "
+    "cluster].",
 )
-@click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None, help="With --provider cuda [1].")
+@click.option(
+    "--gpus-per-replica",
+    type=click.FloatRange(min=0),
+    default=None,
+    help=f"With --provider cuda [{CUDA_GPUS_PER_REPLICA:g}].",
+)
 @click.option(
     "--max-batch", type=click.IntRange(min=1), default=MAX_BATCH_ROWS, show_default=True, help="Rows decoded together."
 )
@@ -179,7 +187,12 @@ def serve(
         port=port,
         replicas=(replicas, max_replicas),
         address=address,
-        resources=(cpus, gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda")),
+        resources=(
+            cpus,
+            gpus_per_replica
+            if gpus_per_replica is not None
+            else (CUDA_GPUS_PER_REPLICA if provider == "cuda" else 0.0),
+        ),
         batching=(max_batch, max_queue),
         verbose=verbose,
     )

@@ -11,7 +11,7 @@ from gpt2_onnx.app.bench.runner import Progress, run_systems
 from gpt2_onnx.app.bench.tasks import RawResults
 from gpt2_onnx.app.dependencies import require_pytorch_side
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.config import RANDOM_PREFIX
+from gpt2_onnx_core.config import RANDOM_PREFIX, RANDOM_WEIGHTS_SEED
 from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.manifest import Manifest, read_manifest
 from gpt2_onnx_core.perplexity import PerplexityRequest
@@ -35,7 +35,12 @@ def _baseline(manifest: Manifest, folder: Path, model: str | None, model_seed: i
             "model_seed",
         )
     chosen_seed = model_seed if model_seed is not None else manifest.model.get("seed")
-    return SystemSpec("eager", "pytorch-eager", model=str(source), seed=int(chosen_seed or 0))
+    return SystemSpec(
+        "eager",
+        "pytorch-eager",
+        model=str(source),
+        seed=RANDOM_WEIGHTS_SEED if chosen_seed is None else int(chosen_seed),
+    )
 
 
 def _check_unshared(manifests: Sequence[Manifest], settings: BenchSettings) -> None:
