@@ -20,8 +20,7 @@ from gpt2_onnx_core.interrupts import ignore_interrupts
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from gpt2_onnx.app.openai_api import ApiSettings
-    from gpt2_onnx.app.serving import Deployed, ServeConfig
+    from gpt2_onnx.app.serving import Deployed, ReplicaConfig, ServeConfig
     from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["serve"]
@@ -172,28 +171,27 @@ def serve(
     from gpt2_onnx.app.loopback import is_loopback
     from gpt2_onnx.app.openai_api import ApiSettings
 
-    cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
-    config = _serve_config(
-        ApiSettings(
+    replica = serving.ReplicaConfig(
+        export=str(export.resolve()),
+        api=ApiSettings(
             model_name=model_name or export.resolve().name,
             api_key=api_key or None,
             max_body_bytes=max_body_bytes,
             timeout_s=timeout,
         ),
-        export=export,
+        engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
         provider=cast("ProviderName", provider),  # click.Choice admits only these names
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
+    )
+    config = _serve_config(
+        replica,
         host=host,
         port=port,
-        replicas=(replicas, max_replicas),
+        replicas=replicas,
+        max_replicas=max_replicas,
         address=address,
-        resources=(
-            cpus,
-            gpus_per_replica
-            if gpus_per_replica is not None
-            else (CUDA_GPUS_PER_REPLICA if provider == "cuda" else 0.0),
-        ),
-        batching=(max_batch, max_queue),
+        cpus_per_replica=cpus_per_replica,
+        gpus_per_replica=gpus_per_replica,
         verbose=verbose,
     )
     if not is_loopback(host) and not config.replica.api.api_key:
@@ -224,39 +222,31 @@ def _prepare_serving(export: Path, address: str | None, provider: ProviderName) 
 
 
 def _serve_config(
-    api: ApiSettings,
+    replica: ReplicaConfig,
     *,
-    export: Path,
-    provider: ProviderName,
-    threads: int | None,
     host: str,
     port: int,
-    replicas: tuple[int, int | None],
+    replicas: int,
+    max_replicas: int | None,
     address: str | None,
-    resources: tuple[float, float],
-    batching: tuple[int, int],
+    cpus_per_replica: float | None,
+    gpus_per_replica: float | None,
     verbose: bool,
 ) -> ServeConfig:
-    """The deployment ``serve`` runs: ``replicas`` (count, most under autoscaling), ``resources`` (CPUs, GPUs per
-    replica) and ``batching`` (rows per step, requests waiting) as the flags gave them."""
+    """The deployment ``serve`` runs, as its flags gave it; each replica's Ray CPUs and GPUs, where not given, as
+    the help says (:func:`_cpus_per_replica`; with --provider cuda, CUDA_GPUS_PER_REPLICA)."""
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
 
-    replica = serving.ReplicaConfig(
-        export=str(export.resolve()),
-        api=api,
-        engine=serving.EngineOptions(max_rows=batching[0], max_waiting=batching[1]),
-        provider=provider,
-        threads=threads,
-    )
+    gpus = CUDA_GPUS_PER_REPLICA if replica.provider == "cuda" else 0.0
     config: ServeConfig = serving.ServeConfig(
         replica=replica,
         host=host,
         port=port,
-        replicas=replicas[0],
-        max_replicas=replicas[1],
+        replicas=replicas,
+        max_replicas=max_replicas,
         address=address,
-        cpus_per_replica=resources[0],
-        gpus_per_replica=resources[1],
+        cpus_per_replica=_cpus_per_replica(cpus_per_replica, address, replicas, max_replicas),
+        gpus_per_replica=gpus if gpus_per_replica is None else gpus_per_replica,
         log_level=logging.INFO if verbose else logging.ERROR,
     )
     return config
