@@ -314,6 +314,8 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
     assert isinstance(app_builder({"export": str(tiny_export), "max_batch": 4, "api_key": "k"}), Application)
     with pytest.raises(InvalidInputError, match="unknown args replicas; the args are export, model_name"):
         app_builder({"export": str(tiny_export), "replicas": 2})
+    with pytest.raises(InvalidInputError, match="provider must be one of cpu, cuda, got 'tpu'"):
+        app_builder({"export": str(tiny_export), "provider": "tpu"})
     with pytest.raises(InvalidInputError, match="args lack 'export'"):
         app_builder({})
 

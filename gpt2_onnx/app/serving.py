@@ -36,6 +36,7 @@ from gpt2_onnx_core.errors import InvalidInputError, ManifestError, ServingError
 from gpt2_onnx_core.interrupts import handlers_kept, signals_deferred
 from gpt2_onnx_core.manifest import Manifest, read_manifest
 from gpt2_onnx_core.names import TOKENIZER_FILE
+from gpt2_onnx_core.providers import PROVIDER_NAMES, provider_name
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.folder_checks import check_files, check_runtime_version
@@ -153,6 +154,7 @@ def _deployment(config: ServeConfig) -> Any:
         }
     else:
         options["num_replicas"] = config.replicas
+    # Ray's stubs type a @serve.deployment class as the class itself, without Deployment's .options(): third-party
     return cast("Any", Gpt2OnnxReplica).options(**options).bind(config.replica)
 
 
@@ -161,7 +163,7 @@ BUILDER_ARGS = {
     "export": "the export folder on the nodes (required)",
     "model_name": "the name clients pass [the folder's name]",
     "api_key": "require this Bearer key",
-    "provider": "cpu or cuda [cpu]",
+    "provider": f"{' or '.join(PROVIDER_NAMES)} [cpu]",
     "threads": "ONNX Runtime threads per replica [the CPUs Ray gives the replica]",
     "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
@@ -189,9 +191,9 @@ def app_builder(args: dict[str, Any]) -> Any:
         timeout_s=float(args.get("timeout", REQUEST_TIMEOUT_S)),
     )
     threads = args.get("threads")
-    provider = cast("ProviderName", str(args.get("provider", "cpu")))
+    provider = provider_name(str(args.get("provider", "cpu")))
     replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads))
-    return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)
+    return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
 
 
 def check_here(folder: Path, provider: ProviderName | None) -> Manifest:

@@ -73,7 +73,7 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     check_dimensions(source.dims, manifest.dims, source_spec)
     with stages.stage("load export"):
         runtime = RuntimeOptions(
-            provider=options.provider,  # type: ignore[arg-type]
+            provider=options.provider,
             intra_op_threads=options.threads,
             integrity=IntegrityCheck(sha256=False),  # hashed above, reported beside the parity figures
         )

@@ -21,6 +21,7 @@ from gpt2_onnx.cli.options import (
 )
 from gpt2_onnx_core.bench_settings import BenchSettings
 from gpt2_onnx_core.errors import OptionError
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def bench(
     repeats: int,
     warmup: int,
     seed: int,
-    provider: str,
+    provider: ProviderName,
     model: str | None,
     model_seed: int | None,
     attention: str,
@@ -190,7 +191,7 @@ def bench(
         repeats=repeats,
         warmup=warmup,
         seed=seed,
-        provider=provider,  # type: ignore[arg-type]  # click.Choice limits it
+        provider=provider,
         attention=attention,
         decode_steps_before_prefill=decode_steps_before_prefill,
     )

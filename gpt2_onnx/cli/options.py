@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from gpt2_onnx_core.errors import InvalidInputError
-from gpt2_onnx_core.providers import PROVIDERS
+from gpt2_onnx_core.providers import PROVIDER_NAMES
 
 __all__ = [
     "PROVIDER_CHOICES",
@@ -36,7 +36,7 @@ __all__ = [
 
 PROVIDER_VARIABLE = "GPT2_ONNX_PROVIDER"  # the one option read from the environment
 VERBOSE_KEY = "gpt2_onnx.verbose"  # in the root context's meta: --verbose was given after COMMAND
-PROVIDER_CHOICES = tuple(PROVIDERS)
+PROVIDER_CHOICES = PROVIDER_NAMES  # click.Choice returns the very choice: a command's parameter is a ProviderName
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
 API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads", "bad_words_ids": "--bad-word/--bad-word-ids"}

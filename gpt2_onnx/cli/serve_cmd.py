@@ -10,18 +10,18 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import click
 
 from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx_core.interrupts import ignore_interrupts
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.serving import Deployed, ReplicaConfig, ServeConfig
-    from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["serve"]
 
@@ -43,7 +43,7 @@ def _check_options(
     detach: bool,
     replicas: int,
     max_replicas: int | None,
-    provider: str,
+    provider: ProviderName,
     gpus_per_replica: float | None,
 ) -> None:
     """Refuse combinations that would otherwise be ignored."""
@@ -143,7 +143,7 @@ def serve(
     detach: bool,
     api_key: str | None,
     model_name: str | None,
-    provider: str,
+    provider: ProviderName,
     threads: int | None,
     cpus_per_replica: float | None,
     gpus_per_replica: float | None,
@@ -166,7 +166,7 @@ def serve(
     _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
     root = click.get_current_context().find_root()
     verbose = bool(root.params.get("verbose") or root.meta.get(VERBOSE_KEY))  # -v before or after COMMAND
-    _prepare_serving(export, address, cast("ProviderName", provider))
+    _prepare_serving(export, address, provider)
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
     from gpt2_onnx.app.loopback import is_loopback
     from gpt2_onnx.app.openai_api import ApiSettings
@@ -180,7 +180,7 @@ def serve(
             timeout_s=timeout,
         ),
         engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
-        provider=cast("ProviderName", provider),  # click.Choice admits only these names
+        provider=provider,
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
     )
     config = _serve_config(

@@ -24,6 +24,7 @@ from gpt2_onnx_core.errors import OutputPathError, ParityError
 from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.perplexity import perplexity_limit
 from gpt2_onnx_core.precisions import PRECISIONS
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
 
 __all__ = ["verify"]
@@ -77,7 +78,7 @@ def verify(
     ctx: click.Context,
     folder: Path,
     model: str | None,
-    provider: str,
+    provider: ProviderName,
     steps: int,
     batch_size: int,
     threads: int | None,

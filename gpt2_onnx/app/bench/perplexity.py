@@ -34,7 +34,7 @@ def _onnx_perplexity(spec: SystemSpec, folder: str, settings: BenchSettings, tex
     options = RuntimeOptions(
         provider=settings.provider,
         intra_op_threads=settings.threads,
-        layout=spec.layout,  # type: ignore[arg-type]  # RuntimeOptions refuses other names
+        layout=spec.layout,
         share_weights=spec.share_weights,
         session_config=dict(spec.session_config),
     )
