@@ -17,7 +17,6 @@ from gpt2_onnx.cli.generation_flags import FLAGS, GenerationFlag
 from gpt2_onnx.cli.serve_cmd import CLUSTER_CPUS_PER_REPLICA, CUDA_GPUS_PER_REPLICA
 from gpt2_onnx_core.bench_settings import BenchSettings
 from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED, ExportOptions
-from gpt2_onnx_core.perplexity import perplexity_limit
 from gpt2_onnx_core.precisions import PRECISIONS
 from gpt2_onnx_runtimes.batching import EngineOptions
 from gpt2_onnx_runtimes.options import GenerationOptions
@@ -101,7 +100,7 @@ def test_export_help_states_the_seed_and_block_sizes_in_use() -> None:
 def test_verify_help_states_each_precisions_perplexity_limit() -> None:
     text = _help("verify")
     for precision in PRECISIONS:
-        limit = perplexity_limit(precision.name).max_relative
+        limit = precision.perplexity.max_relative
         assert limit is not None and f"{precision.flag} {limit * 100:g} %" in text
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from gpt2_onnx_core import perplexity as perplexity_module
+from gpt2_onnx_core import precisions
 from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.perplexity import PerplexityText, Window, plan_windows, target_log_probs
+from gpt2_onnx_core.tolerances import PerplexityLimit
 from tests.helpers import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,8 +171,9 @@ def test_verify_reports_both_perplexities(tiny_export: Path, text_file: Path) ->
 def test_a_perplexity_beyond_the_limit_fails_verify(
     int8_export_for_perplexity: Path, text_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    limit = perplexity_module.PerplexityLimit(1e-12, "test: any change at all")
-    monkeypatch.setitem(perplexity_module.PERPLEXITY_LIMITS, "int8", limit)
+    limit = PerplexityLimit(1e-12, "test: any change at all")
+    strict = tuple(replace(p, perplexity=limit) if p.flag == "int8" else p for p in precisions.PRECISIONS)
+    monkeypatch.setattr(precisions, "PRECISIONS", strict)  # the table verify reads the limit from
     result = invoke("verify", str(int8_export_for_perplexity), *FAST, "--perplexity", str(text_file), "--json")
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)

@@ -55,7 +55,8 @@ def export_perplexity(loaded: LoadedExport, text: PerplexityText) -> Perplexity:
 
 
 def compare_perplexity(model: GPT2LMHeadModel, loaded: LoadedExport, text: PerplexityText) -> PerplexityComparison:
-    """Both models over ``text``'s windows, judged by the export precision's limit (:data:`PERPLEXITY_LIMITS`)."""
+    """Both models over ``text``'s windows, judged by the export precision's limit (its ``perplexity`` in
+    :mod:`gpt2_onnx_core.precisions`)."""
     return PerplexityComparison(
         str(text.path),
         source_perplexity(model, text),

@@ -22,7 +22,6 @@ from gpt2_onnx.cli.options import (
 )
 from gpt2_onnx_core.errors import OutputPathError, ParityError
 from gpt2_onnx_core.manifest import read_manifest
-from gpt2_onnx_core.perplexity import perplexity_limit
 from gpt2_onnx_core.precisions import PRECISIONS
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
@@ -34,7 +33,7 @@ _DEFAULTS = field_defaults(VerifyOptions)  # each option's default is the report
 
 def _perplexity_limits() -> str:
     """Each precision's perplexity limit, as the help states them: "fp32 0.01 %, fp16 1 %, ..."."""
-    limits = ((precision.flag, perplexity_limit(precision.name).max_relative) for precision in PRECISIONS)
+    limits = ((precision.flag, precision.perplexity.max_relative) for precision in PRECISIONS)
     return ", ".join(f"{flag} {limit * 100:g} %" for flag, limit in limits if limit is not None)
 
 
