@@ -10,7 +10,7 @@ import json
 import random
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -345,3 +345,17 @@ def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: 
     replica = config.replica
     assert (replica.engine.max_rows, replica.engine.max_waiting, replica.threads, replica.provider) == (4, 5, 1, "cpu")
     assert (replica.api.timeout_s, replica.api.model_name, replica.export) == (7.0, tiny_export.name, str(tiny_export))
+
+
+def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[], Path]) -> None:
+    """serve's early check is the runtime's one folder object (manifest, files, defaults) plus the tokenizer."""
+    from gpt2_onnx.app.serving import check_here
+    from gpt2_onnx_core.errors import ManifestError
+    from gpt2_onnx_core.manifest import read_manifest
+
+    folder = copy_export()
+    export = check_here(folder, None)
+    assert export.path == folder and export.manifest == read_manifest(folder)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ManifestError, match=r"lacks tokenizer\.json"):
+        check_here(folder, None)

@@ -113,9 +113,11 @@ def bench_exports(
     # ONNX Runtime in this process only where perplexity is asked for
     from gpt2_onnx.app.bench import perplexity as bench_perplexity
 
-    text = bench_perplexity.read_text_for(perplexity, Path(folders[0]), manifests[0])  # before any model loads
+    exports = bench_perplexity.open_exports(folders, manifests)  # each folder once, before any model loads
+    text = bench_perplexity.read_text_for(perplexity, exports[str(folders[0])])
     report = measure(specs, settings, manifests[0], progress)[0]
-    return bench_perplexity.add_perplexity(report, text, bench_perplexity.measure_perplexity(specs, settings, text))
+    found = bench_perplexity.measure_perplexity(specs, settings, text, exports)
+    return bench_perplexity.add_perplexity(report, text, found)
 
 
 def measure(
