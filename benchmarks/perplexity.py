@@ -34,13 +34,12 @@ from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 from gpt2_onnx.app.export import export_model  # noqa: E402  # after the repository is on the path
 from gpt2_onnx.app.perplexity import checkpoint_perplexity, export_perplexity, read_for_export  # noqa: E402
 from gpt2_onnx_core.config import ExportOptions  # noqa: E402
-from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
-from gpt2_onnx_core.precisions import Quantization  # noqa: E402
+from gpt2_onnx_core.precisions import Quantization, precision_flag  # noqa: E402
+from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E402
 
 CHECKPOINT = REPO / "checkpoints" / "pydocs-tiny"
-AIMS = {"fp32": 1e-4, "fp16": 1e-2, "int8": 1e-2, "int4": 5e-2}  # the relative change aimed at (issue 21)
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ def _export(model: Path, variant: Variant, folder: Path) -> Path:
 
 def _row(variant: Variant, folder: Path, manifest_quantization: Any, ppl: float, source: float) -> dict[str, Any]:
     relative = ppl / source - 1.0
-    aim = AIMS[variant.precision]
+    aim = precision_flag(variant.precision).perplexity.max_relative  # the precision table's limit: verify's
     return {
         "variant": variant.name,
         "precision": variant.precision,
@@ -119,19 +118,19 @@ def _row(variant: Variant, folder: Path, manifest_quantization: Any, ppl: float,
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     variants = [v for v in VARIANTS if args.only is None or v.name in args.only]
-    first = _export(args.model, variants[0], work)
-    text = read_for_export(args.text, first, read_manifest(first), args.window, args.stride)
+    first = ExportFolder.open(_export(args.model, variants[0], work))
+    text = read_for_export(args.text, first, args.window, args.stride)
     request = PerplexityRequest(args.text, args.window, args.stride)
     started = time.time()
     source = checkpoint_perplexity(str(args.model), None, text)
     rows = []
     for variant in variants:
-        folder = first if variant == variants[0] else _export(args.model, variant, work)
-        manifest = read_manifest(folder)
+        export = first if variant == variants[0] else ExportFolder.open(_export(args.model, variant, work))
         options = RuntimeOptions(intra_op_threads=args.threads, layout="split")
-        with LoadedExport.load(folder, options) as loaded:
+        with LoadedExport.open(export, options) as loaded:
             found = export_perplexity(loaded, text)
-        rows.append(_row(variant, folder, manifest.export.get("quantization"), found.value, source.value))
+        quantization = export.manifest.export.get("quantization")
+        rows.append(_row(variant, export.path, quantization, found.value, source.value))
         print(f"{variant.name}: {found.value:.4f} ({rows[-1]['relative']:+.3%})", file=sys.stderr)
     return {
         "what": f"perplexity of {args.model.name}'s exports against the checkpoint (PyTorch), same windows",

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from gpt2_onnx_core import perplexity as perplexity_module
+from gpt2_onnx_core import precisions
 from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.perplexity import PerplexityText, Window, plan_windows, target_log_probs
+from gpt2_onnx_core.tolerances import PerplexityLimit
 from tests.helpers import invoke
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,9 +108,9 @@ def test_a_known_text_scores_the_tokens_the_windows_say(tiny_export: Path, text_
 
 def test_source_side_is_hugging_faces_recipe(tiny_model: Any, tiny_export: Path, text_file: Path) -> None:
     from gpt2_onnx.app.perplexity import read_for_export, source_perplexity
-    from gpt2_onnx_core.manifest import read_manifest
+    from gpt2_onnx_runtimes.export_folder import ExportFolder
 
-    text = read_for_export(text_file, tiny_export, read_manifest(tiny_export), window=16, stride=8)
+    text = read_for_export(text_file, ExportFolder.open(tiny_export), window=16, stride=8)
     ours = source_perplexity(tiny_model, text).value
     assert ours == pytest.approx(_hf_guide_perplexity(tiny_model, list(text.ids), 16, 8), rel=1e-6)
 
@@ -118,11 +120,12 @@ def test_export_equals_source_on_the_tiny_model(
     tiny_model: Any, tiny_export: Path, text_file: Path, window: int, stride: int
 ) -> None:
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
-    from gpt2_onnx_core.manifest import read_manifest
-    from gpt2_onnx_runtimes.session import LoadedExport
+    from gpt2_onnx_runtimes.export_folder import ExportFolder
+    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
-    text = read_for_export(text_file, tiny_export, read_manifest(tiny_export), window, stride)
-    with LoadedExport.load(tiny_export) as loaded:
+    export = ExportFolder.open(tiny_export)
+    text = read_for_export(text_file, export, window, stride)
+    with LoadedExport.open(export, RuntimeOptions()) as loaded:
         comparison = compare_perplexity(tiny_model, loaded, text)
     assert comparison.ok and abs(comparison.relative) < 1e-5  # fp32: measured ~1e-9
     assert comparison.plan.scored == text.plan.scored
@@ -139,14 +142,15 @@ def pydocs_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_export_equals_source_on_the_trained_checkpoint(pydocs_export: Path, tmp_path: Path) -> None:
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
-    from gpt2_onnx_core.manifest import read_manifest
     from gpt2_onnx_exporters.source import load_source
-    from gpt2_onnx_runtimes.session import LoadedExport
+    from gpt2_onnx_runtimes.export_folder import ExportFolder
+    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
 
     part = tmp_path / "heldout-part.txt"  # the held-out text's first 6,000 characters: a few windows, fast
     part.write_text((PYDOCS / "heldout.txt").read_text(encoding="utf-8")[:6000], encoding="utf-8")
-    text = read_for_export(part, pydocs_export, read_manifest(pydocs_export), window=512, stride=256)
-    with LoadedExport.load(pydocs_export) as loaded:
+    export = ExportFolder.open(pydocs_export)
+    text = read_for_export(part, export, window=512, stride=256)
+    with LoadedExport.open(export, RuntimeOptions()) as loaded:
         comparison = compare_perplexity(load_source(str(PYDOCS)).model, loaded, text)
     assert comparison.plan.scored == text.plan.n_tokens - 1 and len(comparison.plan.windows) >= 3
     assert comparison.source.value < 200  # trained: far below the vocabulary's 50,257 of a uniform guess
@@ -169,8 +173,9 @@ def test_verify_reports_both_perplexities(tiny_export: Path, text_file: Path) ->
 def test_a_perplexity_beyond_the_limit_fails_verify(
     int8_export_for_perplexity: Path, text_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    limit = perplexity_module.PerplexityLimit(1e-12, "test: any change at all")
-    monkeypatch.setitem(perplexity_module.PERPLEXITY_LIMITS, "int8", limit)
+    limit = PerplexityLimit(1e-12, "test: any change at all")
+    strict = tuple(replace(p, perplexity=limit) if p.flag == "int8" else p for p in precisions.PRECISIONS)
+    monkeypatch.setattr(precisions, "PRECISIONS", strict)  # the table verify reads the limit from
     result = invoke("verify", str(int8_export_for_perplexity), *FAST, "--perplexity", str(text_file), "--json")
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)

@@ -10,7 +10,7 @@ import json
 import random
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -314,6 +314,8 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
     assert isinstance(app_builder({"export": str(tiny_export), "max_batch": 4, "api_key": "k"}), Application)
     with pytest.raises(InvalidInputError, match="unknown args replicas; the args are export, model_name"):
         app_builder({"export": str(tiny_export), "replicas": 2})
+    with pytest.raises(InvalidInputError, match="provider must be one of cpu, cuda, got 'tpu'"):
+        app_builder({"export": str(tiny_export), "provider": "tpu"})
     with pytest.raises(InvalidInputError, match="args lack 'export'"):
         app_builder({})
 
@@ -324,3 +326,36 @@ def test_the_api_key_comes_from_the_option_or_the_environment(monkeypatch: pytes
     monkeypatch.setenv("GPT2_ONNX_API_KEY", "from-env")
     assert serve.make_context("serve", ["out"]).params["api_key"] == "from-env"
     assert serve.make_context("serve", ["out", "--api-key", "given"]).params["api_key"] == "given"
+
+
+def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each flag lands in its own field of the ServeConfig that serve deploys (--address: no local Ray's
+    environment is set up, and nothing is deployed: serve_until_stopped only records the config)."""
+    from gpt2_onnx.app import serving
+    from gpt2_onnx.cli.serve_cmd import CLUSTER_CPUS_PER_REPLICA
+
+    seen: list[serving.ServeConfig] = []
+    monkeypatch.setattr(serving, "serve_until_stopped", lambda config, announce, detach: seen.append(config))
+    flags = ["--address", "auto", "--replicas", "2", "--max-replicas", "3", "--max-batch", "4", "--max-queue", "5"]
+    result = invoke("serve", str(tiny_export), *flags, "--threads", "1", "--timeout", "7", "--port", "8123")
+    assert result.exit_code == 0, result.output
+    (config,) = seen
+    assert (config.replicas, config.max_replicas, config.address, config.port) == (2, 3, "auto", 8123)
+    assert (config.cpus_per_replica, config.gpus_per_replica) == (CLUSTER_CPUS_PER_REPLICA, 0.0)
+    replica = config.replica
+    assert (replica.engine.max_rows, replica.engine.max_waiting, replica.threads, replica.provider) == (4, 5, 1, "cpu")
+    assert (replica.api.timeout_s, replica.api.model_name, replica.export) == (7.0, tiny_export.name, str(tiny_export))
+
+
+def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[], Path]) -> None:
+    """serve's early check is the runtime's one folder object (manifest, files, defaults) plus the tokenizer."""
+    from gpt2_onnx.app.serving import check_here
+    from gpt2_onnx_core.errors import ManifestError
+    from gpt2_onnx_core.manifest import read_manifest
+
+    folder = copy_export()
+    export = check_here(folder, None)
+    assert export.path == folder and export.manifest == read_manifest(folder)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ManifestError, match=r"lacks tokenizer\.json"):
+        check_here(folder, None)

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpt2_onnx_core.errors import OptionError
+from gpt2_onnx_core.layouts import SessionLayout, session_layout
 from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["BenchSettings", "SystemSpec"]
@@ -86,7 +87,7 @@ class SystemSpec:
     folder: str | None = None  # onnx: the export folder
     model: str | None = None  # eager: the checkpoint (folder, hub id or random:NAME)
     seed: int | None = None  # eager: the seed of random:NAME weights
-    layout: str = "auto"  # onnx: the session layout, merged (one session) or split (the two graphs)
+    layout: SessionLayout = "auto"  # onnx: the session layout, merged (one session) or split (the two graphs)
     share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
     session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
@@ -99,4 +100,4 @@ class SystemSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SystemSpec:
-        return cls(**data)
+        return cls(**{**data, "layout": session_layout(data.get("layout", "auto"))})

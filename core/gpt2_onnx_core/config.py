@@ -12,6 +12,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_OPSET",
     "RANDOM_PREFIX",
+    "RANDOM_WEIGHTS_SEED",
     "SUPPORTED_OPSETS",
     "ExportOptions",
     "ModelDims",
@@ -20,6 +21,7 @@ __all__ = [
 
 DEFAULT_MODEL = "openai-community/gpt2"
 RANDOM_PREFIX = "random:"  # random:NAME asks for seeded random weights of a published checkpoint's dimensions
+RANDOM_WEIGHTS_SEED = 0  # random:NAME's seed when none is given
 DEFAULT_OPSET = 17
 SUPPORTED_OPSETS = range(17, 22)  # 17..21; 17 brings LayerNormalization, the oldest we need
 
@@ -55,7 +57,7 @@ class ExportOptions:
     model: str = DEFAULT_MODEL  # local folder, hub id, or random:NAME
     output: Path = Path("gpt2-onnx-out")
     opset: int = DEFAULT_OPSET
-    seed: int | None = None  # for random:NAME weights only (None: 0); refused for a checkpoint
+    seed: int | None = None  # for random:NAME weights only (None: RANDOM_WEIGHTS_SEED); refused for a checkpoint
     tokenizer: str | None = None  # tokenizer source when the model's own is missing or unwanted
     revision: str | None = None  # hub revision (branch, tag or commit)
     all_logits: bool = False  # prefill returns logits for every position, not only the last

@@ -78,8 +78,8 @@ class Manifest:
     model: dict[str, Any] = field(default_factory=dict)  # source, seed, revision, activation, tied head, …
     tokens: dict[str, int | None] = field(default_factory=dict)  # bos/eos/pad token ids
     export: dict[str, Any] = field(default_factory=dict)  # options, tool and library versions, time
-    # Each tensor of the weights file (name, dtype, shape, offset, length), in file order. Empty when the manifest
-    # predates it (it was added without a schema change: readers that do not know it ignore it).
+    # Each tensor of the weights file (name, dtype, shape, offset, length), in file order. Optional within this
+    # schema version: empty in a manifest written without it, and readers that do not know it ignore it.
     weights_index: tuple[ExternalTensorRef, ...] = ()
     schema_version: int = SCHEMA_VERSION
 

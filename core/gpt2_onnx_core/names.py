@@ -39,7 +39,9 @@ __all__ = [
     "TOTAL_SEQUENCE",
     "WEIGHTS_FILE",
     "GraphKind",
+    "KvDtype",
     "KvKind",
+    "TensorDtype",
     "TensorSpec",
     "graph_inputs",
     "graph_outputs",
@@ -53,6 +55,8 @@ __all__ = [
 
 GraphKind = Literal["prefill", "decode"]
 KvKind = Literal["key", "value"]
+TensorDtype = Literal["int64", "float32", "float16"]  # element types of the graphs' inputs and outputs
+KvDtype = Literal["float32", "float16"]  # the KV cache's
 
 PREFILL: GraphKind = "prefill"
 DECODE: GraphKind = "decode"
@@ -130,7 +134,7 @@ class TensorSpec:
     """One graph input or output: its name, element type, dimensions (names or sizes) and meaning."""
 
     name: str
-    dtype: Literal["int64", "float32", "float16"]
+    dtype: TensorDtype
     dims: tuple[Dim, ...]
     meaning: str
 
@@ -147,7 +151,7 @@ def _token_inputs(kind: GraphKind) -> list[TensorSpec]:
     ]
 
 
-def graph_inputs(kind: GraphKind, dims: ModelDims, kv_dtype: str = "float32") -> list[TensorSpec]:
+def graph_inputs(kind: GraphKind, dims: ModelDims, kv_dtype: KvDtype = "float32") -> list[TensorSpec]:
     """The inputs of a graph, in order."""
     specs = _token_inputs(kind)
     if kind == DECODE:
@@ -156,7 +160,7 @@ def graph_inputs(kind: GraphKind, dims: ModelDims, kv_dtype: str = "float32") ->
                 specs.append(
                     TensorSpec(
                         past_name(layer, kv),
-                        kv_dtype,  # type: ignore[arg-type]  # validated by the callers' dtype tables
+                        kv_dtype,
                         (BATCH, dims.n_head, PAST_SEQUENCE, dims.head_dim),
                         f"layer {layer} attention {kv}s of the earlier tokens (past_sequence may be 0)",
                     )
@@ -164,7 +168,9 @@ def graph_inputs(kind: GraphKind, dims: ModelDims, kv_dtype: str = "float32") ->
     return specs
 
 
-def graph_outputs(kind: GraphKind, dims: ModelDims, all_logits: bool, kv_dtype: str = "float32") -> list[TensorSpec]:
+def graph_outputs(
+    kind: GraphKind, dims: ModelDims, all_logits: bool, kv_dtype: KvDtype = "float32"
+) -> list[TensorSpec]:
     """The outputs of a graph, in order. Prefill returns the last position's logits unless ``all_logits``."""
     logits_len: Dim = SEQUENCE if (kind == DECODE or all_logits) else 1
     kv_len = SEQUENCE if kind == PREFILL else TOTAL_SEQUENCE
@@ -174,7 +180,7 @@ def graph_outputs(kind: GraphKind, dims: ModelDims, all_logits: bool, kv_dtype: 
             specs.append(
                 TensorSpec(
                     present_name(layer, kv),
-                    kv_dtype,  # type: ignore[arg-type]
+                    kv_dtype,
                     (BATCH, dims.n_head, kv_len, dims.head_dim),
                     f"layer {layer} attention {kv}s of all tokens so far",
                 )

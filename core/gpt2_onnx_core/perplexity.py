@@ -1,5 +1,6 @@
 """Sliding-window perplexity, as data (numpy only): which tokens each window scores, how scored log-probabilities
-become a perplexity, and how far an export's perplexity may move from its source model's.
+become a perplexity, and the comparison of an export's with its source model's (each precision's limit is in
+:mod:`gpt2_onnx_core.precisions`).
 
 The windows are Hugging Face's perplexity guide's ("Perplexity of fixed-length models"): windows of ``window``
 tokens start every ``stride`` tokens, the last one ends at the text's end, and each window scores only the tokens
@@ -26,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx_core.errors import InvalidInputError, OptionError
+from gpt2_onnx_core.errors import InvalidInputError, ManifestError, OptionError
+from gpt2_onnx_core.precisions import precision_named
+from gpt2_onnx_core.tolerances import PerplexityLimit
 from gpt2_onnx_core.wording import plural
 
 __all__ = [
-    "PERPLEXITY_LIMITS",
     "Perplexity",
     "PerplexityComparison",
-    "PerplexityLimit",
     "PerplexityRequest",
     "PerplexityText",
     "Window",
@@ -174,46 +175,13 @@ class Perplexity:
         return {**self.plan.to_json(), "perplexity": self.value, "mean_nll": self.mean_nll}
 
 
-@dataclass(frozen=True)
-class PerplexityLimit:
-    """How far an export's perplexity may move from its source's, relative, for one precision (None: reported)."""
-
-    max_relative: float | None
-    basis: str
-
-
-# Limits on |ppl(export) / ppl(source) − 1|, per manifest precision, measured by benchmarks/perplexity.py on the
-# trained checkpoints/pydocs-tiny over its held-out text (13,066 tokens, windows of 1,024, stride 512; ONNX Runtime
-# 1.31 CPU provider, AMD EPYC; benchmarks/results/*-perplexity.json, docs/performance.md). The quantized limits are
-# the project's aims (int8 within 1 % of the source model, int4 within 5 %), not the measured change plus headroom:
-# a perplexity change is judged by what a user can accept, the logits by the arithmetic (gpt2_onnx_core.precisions).
-PERPLEXITY_LIMITS: dict[str, PerplexityLimit] = {
-    "float32": PerplexityLimit(
-        1e-4,
-        "fp32 against fp32, the same arithmetic in another order: measured relative change 9e-9 (pydocs-tiny, "
-        "held-out text), 3e-9 (tiny models); 1e-4 leaves room for other CPUs, thread counts and larger models",
-    ),
-    "float16": PerplexityLimit(
-        1e-2,
-        "float16 weights and compute: measured relative change 1.4e-5 (pydocs-tiny, CPU provider); 1 % allows for "
-        "CUDA's accumulation order and larger models",
-    ),
-    "int8": PerplexityLimit(
-        1e-2,
-        "the aim for 8-bit weights, within 1 % of the source model: measured -2.3e-4 (pydocs-tiny, block 128, "
-        "accuracy level 4)",
-    ),
-    "int4": PerplexityLimit(
-        5e-2,
-        "the aim for 4-bit weights, within 5 % of the source model: measured +1.2e-2 (pydocs-tiny, block 32, "
-        "accuracy level 4; +6e-3 with --block-size 16)",
-    ),
-}
-
-
 def perplexity_limit(precision: str) -> PerplexityLimit:
-    """The limit of a manifest precision; a precision without one is reported, not judged."""
-    return PERPLEXITY_LIMITS.get(precision, PerplexityLimit(None, f"no perplexity limit for {precision}"))
+    """The limit of a manifest precision, from the precision table; a precision this release does not know is
+    reported, not judged."""
+    try:
+        return precision_named(precision).perplexity
+    except ManifestError:
+        return PerplexityLimit(None, f"no perplexity limit for {precision}")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["ArithmeticRule", "Tolerance"]
+__all__ = ["ArithmeticRule", "PerplexityLimit", "Tolerance"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +80,11 @@ class Tolerance:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class PerplexityLimit:
+    """How far an export's perplexity may move from its source's, relative, for one precision (None: reported)."""
+
+    max_relative: float | None  # on |ppl(export) / ppl(source) - 1|
+    basis: str

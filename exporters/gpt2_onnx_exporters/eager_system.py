@@ -15,6 +15,7 @@ import torch
 
 from gpt2_onnx_core.bench_protocol import GenerationTiming
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED
 from gpt2_onnx_exporters.greedy_loop import greedy_loop
 from gpt2_onnx_exporters.source import load_source
 
@@ -35,7 +36,8 @@ class EagerSystem:
         if spec.model is None:
             raise ValueError(f"the eager system '{spec.label}' names no model")
         device = "cuda" if settings.provider == "cuda" else "cpu"
-        return cls(spec.model, spec.seed or 0, settings.threads, device, settings.attention)
+        seed = RANDOM_WEIGHTS_SEED if spec.seed is None else spec.seed
+        return cls(spec.model, seed, settings.threads, device, settings.attention)
 
     @property
     def model(self) -> torch.nn.Module:

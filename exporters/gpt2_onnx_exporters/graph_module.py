@@ -82,6 +82,7 @@ class Gpt2GraphModule(nn.Module):
         hidden = F.embedding(input_ids, t.wte.weight) + F.embedding(position_ids, t.wpe.weight)  # (B, T, d)
         bias = self._attention_bias(attention_mask, input_ids.shape[1], hidden.dtype)  # (B, 1, T, S)
         presents: list[torch.Tensor] = []
+        # torch types a ModuleList's items as Module (third-party typing); these are GPT2Blocks
         for i, block in enumerate(cast("list[GPT2Block]", t.h)):
             past = (past_key_values[2 * i], past_key_values[2 * i + 1]) if self.kind == DECODE else None
             if past is not None and past[0].dtype != hidden.dtype:  # fp16 weights: the float32 cache is cast in

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from safetensors import SafetensorError
 
-from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED, ModelDims
 from gpt2_onnx_core.errors import HubUnreachableError, ModelLoadError, OptionError, UnsupportedModelError, first_line
 from gpt2_onnx_core.names import MODEL_CONFIG_FILE
 from gpt2_onnx_exporters.random_models import build_random_model, random_preset_name
@@ -231,16 +231,18 @@ def load_tokenizer(spec: str, revision: str | None = None) -> PreTrainedTokenize
 def load_source(
     spec: str, seed: int | None = None, tokenizer: str | None = None, revision: str | None = None
 ) -> SourceModel:
-    """Load ``spec`` (folder, hub id or random:NAME; ``seed`` for random weights, 0 when None) and its tokenizer (or
-    ``tokenizer`` when given). A ``revision`` is a Hub revision: refused for a folder or random weights."""
+    """Load ``spec`` (folder, hub id or random:NAME; ``seed`` for random weights, RANDOM_WEIGHTS_SEED when None)
+    and its tokenizer (or ``tokenizer`` when given). A ``revision`` is a Hub revision: refused for a folder or
+    random weights."""
     preset = random_preset_name(spec)
     if preset is not None:
         _refuse_revision(revision, f"'{spec}' is built here from a seed")
-        model = build_random_model(preset, seed or 0).eval()
+        seed = RANDOM_WEIGHTS_SEED if seed is None else seed
+        model = build_random_model(preset, seed).eval()
         model.config._attn_implementation = "eager"
         tok = load_tokenizer(tokenizer or PACKAGED_TOKENIZER)
         _check_vocab(model, tok, spec)
-        return SourceModel(model, tok, spec, seed or 0, None)
+        return SourceModel(model, tok, spec, seed, None)
     if _looks_like_path(spec):
         _refuse_revision(revision, f"'{spec}' is a local folder")
         folder = Path(spec).expanduser()

@@ -46,7 +46,8 @@ _PARAMS = {name: spelled.split("'")[1] for name, spelled in FIELD_NAMES.items()}
 
 
 def http_defaults(defaults: CheckpointDefaults) -> CheckpointDefaults:
-    """The checkpoint's defaults that requests get (beam search's and ``num_return_sequences`` moved out)."""
+    """The checkpoint's defaults that requests get: all but :data:`NOT_OVER_HTTP`'s (beam search's and
+    ``num_return_sequences``), which are reported as not applied."""
     return defaults.without(NOT_OVER_HTTP)
 
 

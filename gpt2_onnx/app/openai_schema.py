@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -149,7 +149,7 @@ def stop_list(request: CompletionRequest) -> tuple[str, ...]:
     return (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
 
 
-def _is_ids(value: object) -> bool:
+def _is_ids(value: object) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
 
 
@@ -158,7 +158,7 @@ def prompt_list(prompt: object) -> list[Prompt]:
     if isinstance(prompt, str):
         found = [Prompt(prompt, None)]
     elif _is_ids(prompt) and prompt:
-        found = [Prompt(None, tuple(prompt))]  # type: ignore[arg-type]  # _is_ids checked the items
+        found = [Prompt(None, tuple(prompt))]
     elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         found = [Prompt(p, None) for p in prompt]
     elif isinstance(prompt, list) and prompt and all(_is_ids(p) for p in prompt):

@@ -10,14 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpt2_onnx_core.manifest import Manifest
-from gpt2_onnx_core.names import TOKENIZER_FILE
 from gpt2_onnx_core.perplexity import Perplexity, PerplexityComparison, PerplexityText, perplexity_limit
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_exporters.source_perplexity import source_log_probs
+from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.session import LoadedExport
-from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 if TYPE_CHECKING:
     from transformers import GPT2LMHeadModel
@@ -32,12 +30,11 @@ __all__ = [
 
 
 def read_for_export(
-    path: Path, folder: Path, manifest: Manifest, window: int | None = None, stride: int | None = None
+    path: Path, export: ExportFolder, window: int | None = None, stride: int | None = None
 ) -> PerplexityText:
-    """``path`` tokenized with the export folder's tokenizer, in windows that fit its model (checked before any
+    """``path`` tokenized with the opened export's tokenizer, in windows that fit its model (checked before any
     model loads: a missing, empty or non-UTF-8 file, fewer than 2 tokens, a window or stride that cannot be)."""
-    tokenizer = TextTokenizer(folder / TOKENIZER_FILE)
-    return PerplexityText.read(path, tokenizer.encode, manifest.dims.n_positions, window, stride)
+    return PerplexityText.read(path, export.tokenizer.encode, export.manifest.dims.n_positions, window, stride)
 
 
 def source_perplexity(model: GPT2LMHeadModel, text: PerplexityText) -> Perplexity:
@@ -55,7 +52,8 @@ def export_perplexity(loaded: LoadedExport, text: PerplexityText) -> Perplexity:
 
 
 def compare_perplexity(model: GPT2LMHeadModel, loaded: LoadedExport, text: PerplexityText) -> PerplexityComparison:
-    """Both models over ``text``'s windows, judged by the export precision's limit (:data:`PERPLEXITY_LIMITS`)."""
+    """Both models over ``text``'s windows, judged by the export precision's limit (its ``perplexity`` in
+    :mod:`gpt2_onnx_core.precisions`)."""
     return PerplexityComparison(
         str(text.path),
         source_perplexity(model, text),

@@ -32,13 +32,13 @@ from ray import serve
 
 from gpt2_onnx.app.loopback import bind_replica_grpc_to_node
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
-from gpt2_onnx_core.errors import InvalidInputError, ManifestError, ServingError, first_line
+from gpt2_onnx_core.errors import InvalidInputError, ServingError, first_line
+from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.interrupts import handlers_kept, signals_deferred
-from gpt2_onnx_core.manifest import Manifest, read_manifest
-from gpt2_onnx_core.names import TOKENIZER_FILE
+from gpt2_onnx_core.providers import PROVIDER_NAMES, provider_name
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
-from gpt2_onnx_runtimes.folder_checks import check_files, check_runtime_version
+from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.providers import ProviderName, ensure_provider_loadable
 from gpt2_onnx_runtimes.session import RuntimeOptions
 
@@ -153,6 +153,7 @@ def _deployment(config: ServeConfig) -> Any:
         }
     else:
         options["num_replicas"] = config.replicas
+    # Ray's stubs type a @serve.deployment class as the class itself, without Deployment's .options(): third-party
     return cast("Any", Gpt2OnnxReplica).options(**options).bind(config.replica)
 
 
@@ -161,7 +162,7 @@ BUILDER_ARGS = {
     "export": "the export folder on the nodes (required)",
     "model_name": "the name clients pass [the folder's name]",
     "api_key": "require this Bearer key",
-    "provider": "cpu or cuda [cpu]",
+    "provider": f"{' or '.join(PROVIDER_NAMES)} [cpu]",
     "threads": "ONNX Runtime threads per replica [the CPUs Ray gives the replica]",
     "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
@@ -189,23 +190,21 @@ def app_builder(args: dict[str, Any]) -> Any:
         timeout_s=float(args.get("timeout", REQUEST_TIMEOUT_S)),
     )
     threads = args.get("threads")
-    provider = cast("ProviderName", str(args.get("provider", "cpu")))
+    provider = provider_name(str(args.get("provider", "cpu")))
     replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads))
-    return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)
+    return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
 
 
-def check_here(folder: Path, provider: ProviderName | None) -> Manifest:
-    """The checks a replica's loading starts with (manifest, files, ONNX Runtime version, tokenizer and, when
-    given, the provider), run here first: a bad folder or an unusable provider is one line now rather than a
-    failed deployment later (or replicas waiting forever for a GPU that is not there)."""
+def check_here(folder: Path, provider: ProviderName | None) -> ExportFolder:
+    """The checks a replica's loading starts with, run here first on the folder opened as a replica opens it
+    (:class:`ExportFolder`: manifest, ONNX Runtime version, files by presence and size, generation defaults; then
+    its tokenizer, which serving needs) and, when given, the provider: a bad folder or an unusable provider is one
+    line now rather than a failed deployment later (or replicas waiting forever for a GPU that is not there)."""
     if provider is not None:
         ensure_provider_loadable(provider)
-    manifest = read_manifest(folder)
-    check_runtime_version(manifest)
-    check_files(folder, manifest)
-    if not (folder / TOKENIZER_FILE).is_file():
-        raise ManifestError(f"'{folder}' lacks {TOKENIZER_FILE}; serving needs the tokenizer")
-    return manifest
+    export = ExportFolder.open(folder, IntegrityCheck(sha256=False))  # each replica hashes its own copy
+    _ = export.tokenizer  # read now: a folder without a usable one is refused here
+    return export
 
 
 def check_port_free(host: str, port: int) -> None:

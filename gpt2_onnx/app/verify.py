@@ -14,7 +14,6 @@ from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
 from gpt2_onnx.app.verify_report import VerifyOptions, VerifyReport, check_dimensions, check_files
 from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.manifest import Manifest, read_manifest
-from gpt2_onnx_core.names import TOKENIZER_FILE
 from gpt2_onnx_core.parity import ParityReport
 from gpt2_onnx_core.perplexity import PerplexityText
 from gpt2_onnx_core.precisions import tolerance_for
@@ -23,10 +22,10 @@ from gpt2_onnx_core.prompts import check_prompt_ids
 from gpt2_onnx_core.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import load_source
+from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.golden_check import check_golden
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
-from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 __all__ = ["verify_export"]
 
@@ -37,13 +36,11 @@ def _source_spec(manifest: Manifest, override: str | None) -> tuple[str, int]:
     return source, int(seed) if isinstance(seed, int) else 0
 
 
-def _perplexity_text(options: VerifyOptions, manifest: Manifest) -> PerplexityText | None:
+def _perplexity_text(options: VerifyOptions, export: ExportFolder) -> PerplexityText | None:
     """--perplexity's text read, tokenized and windowed: every error in it before any model loads."""
     if options.perplexity is None:
         return None
-    return read_for_export(
-        options.perplexity, options.folder, manifest, options.perplexity_window, options.perplexity_stride
-    )
+    return read_for_export(options.perplexity, export, options.perplexity_window, options.perplexity_stride)
 
 
 def _golden(suite: ParitySuite, loaded: LoadedExport, generation: LoadedExport) -> None:
@@ -63,28 +60,25 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     """Run every check of an export folder against its source model; never stops at the first failure."""
     check_before_loading(options)
     manifest = read_manifest(options.folder)
-    text = _perplexity_text(options, manifest)
     stages = Stages(report)
     with stages.stage("check files"):
-        files = check_files(options.folder, manifest)
+        files = check_files(options.folder, manifest)  # presence and size (else refused), then sha256 (reported)
+    # The folder opened once, for the tokenizer and both sessions (its files' hashes are in ``files``).
+    export = ExportFolder.checked(options.folder, manifest, IntegrityCheck(sha256=False))
+    text = _perplexity_text(options, export)
     source_spec, seed = _source_spec(manifest, options.model)
     with stages.stage("load source model"):
         source = load_source(source_spec, seed=seed, revision=manifest.model.get("revision"))
     check_dimensions(source.dims, manifest.dims, source_spec)
     with stages.stage("load export"):
-        runtime = RuntimeOptions(
-            provider=options.provider,  # type: ignore[arg-type]
-            intra_op_threads=options.threads,
-            integrity=IntegrityCheck(sha256=False),  # hashed above, reported beside the parity figures
-        )
+        runtime = RuntimeOptions(provider=options.provider, intra_op_threads=options.threads)
         # The folder's two graphs as shipped, and the layout generation runs (merged, where the runtime has it).
-        loaded = LoadedExport.load(options.folder, replace(runtime, layout="split"))
-        generation = LoadedExport.load(options.folder, runtime)
+        loaded = LoadedExport.open(export, replace(runtime, layout="split"))
+        generation = LoadedExport.open(export, runtime)
     tolerance = tolerance_for(manifest.precision)
     suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
-    tokenizer = TextTokenizer(options.folder / TOKENIZER_FILE)
     longest = manifest.dims.n_positions - options.steps - 1
-    prompts = check_prompt_ids(tokenizer.encode, longest)
+    prompts = check_prompt_ids(export.tokenizer.encode, longest)
     main = prompts[0]
     with stages.stage(f"prefill and {plural(options.steps, 'decode step')}"):
         suite.prefill_and_decode_chain(main, options.steps)

@@ -15,6 +15,7 @@ from gpt2_onnx_core.hashing import sha256_file
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.parity import ParityReport
 from gpt2_onnx_core.perplexity import PerplexityComparison
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.tolerances import Tolerance
 from gpt2_onnx_core.wording import plural
 
@@ -25,7 +26,7 @@ __all__ = ["FileCheck", "VerifyOptions", "VerifyReport", "check_dimensions", "ch
 class VerifyOptions:
     folder: Path
     model: str | None = None  # the source model; default: the manifest's
-    provider: str = "cpu"
+    provider: ProviderName = "cpu"
     steps: int = 32  # decode steps compared (teacher-forced and free-running)
     batch_size: int = 4  # rows of the left-padded batch
     threads: int | None = None

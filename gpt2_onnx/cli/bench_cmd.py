@@ -9,6 +9,8 @@ import click
 
 from gpt2_onnx.cli.display import echo_json, progress
 from gpt2_onnx.cli.options import (
+    field_defaults,
+    help_with,
     json_option,
     perplexity_options,
     provider_option,
@@ -17,13 +19,17 @@ from gpt2_onnx.cli.options import (
     threads_option,
     verbose_option,
 )
+from gpt2_onnx_core.bench_settings import BenchSettings
 from gpt2_onnx_core.errors import OptionError
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.bench.report import BenchReport
 
 __all__ = ["bench"]
+
+_DEFAULTS = field_defaults(BenchSettings)  # each option's default is the setting's own
 
 
 def _lengths(text: str) -> tuple[int, ...]:
@@ -34,18 +40,19 @@ def _lengths(text: str) -> tuple[int, ...]:
 
 
 @click.command()
+@help_with(**_DEFAULTS)
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
-@threads_option("every system measured, ONNX Runtime and torch alike", default=2)
+@threads_option("every system measured, ONNX Runtime and torch alike", default=_DEFAULTS["threads"])
 @click.option(
     "--prompt-lengths",
-    default="8,128",
+    default=",".join(map(str, _DEFAULTS["prompt_lengths"])),
     show_default=True,
     help="Prompt lengths for prefill latency and time to first token.",
 )
 @click.option(
     "--decode-prompt-length",
     type=click.IntRange(min=1),
-    default=128,
+    default=_DEFAULTS["decode_prompt_length"],
     show_default=True,
     help="Prompt before the timed decode steps.",
 )
@@ -53,28 +60,41 @@ def _lengths(text: str) -> tuple[int, ...]:
     "-n",
     "--new-tokens",
     type=click.IntRange(min=2),
-    default=64,
+    default=_DEFAULTS["new_tokens"],
     show_default=True,
     help="Tokens per decode run.",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
-    default=4,
+    default=_DEFAULTS["batch_size"],
     show_default=True,
     help="Rows of the throughput run.",
 )
-@click.option("--batch-prompt-length", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option(
+    "--batch-prompt-length", type=click.IntRange(min=1), default=_DEFAULTS["batch_prompt_length"], show_default=True
+)
 @click.option(
     "--repeats",
     type=click.IntRange(min=1),
-    default=5,
+    default=_DEFAULTS["repeats"],
     show_default=True,
     help="Recorded rounds (interleaved across systems).",
 )
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Unrecorded rounds first.")
 @click.option(
-    "--prompt-seed", "seed", type=int, default=0, show_default=True, help="Seed of the random prompt token ids."
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=_DEFAULTS["warmup"],
+    show_default=True,
+    help="Unrecorded rounds first.",
+)
+@click.option(
+    "--prompt-seed",
+    "seed",
+    type=int,
+    default=_DEFAULTS["seed"],
+    show_default=True,
+    help="Seed of the random prompt token ids.",
 )
 @provider_option("ONNX Runtime provider; torch runs on the matching device.")
 @click.option(
@@ -93,7 +113,7 @@ def _lengths(text: str) -> tuple[int, ...]:
 @click.option(
     "--attention",
     type=click.Choice(["sdpa", "eager"]),
-    default="sdpa",
+    default=_DEFAULTS["attention"],
     show_default=True,
     help="transformers attention of the baseline.",
 )
@@ -108,7 +128,7 @@ def _lengths(text: str) -> tuple[int, ...]:
     "--decode-before-prefill",
     "decode_steps_before_prefill",
     type=click.IntRange(min=0),
-    default=8,
+    default=_DEFAULTS["decode_steps_before_prefill"],
     show_default=True,
     help="Untimed decode steps each system runs right before each timed prefill, as a prefill follows the "
     "previous generation's decode steps in use (0: prefills back to back).",
@@ -129,7 +149,7 @@ def bench(
     repeats: int,
     warmup: int,
     seed: int,
-    provider: str,
+    provider: ProviderName,
     model: str | None,
     model_seed: int | None,
     attention: str,
@@ -148,13 +168,12 @@ def bench(
 
     \b
     Examples:
-      gpt2-onnx bench out                                   # batch 1, 2 threads, prompt 128, 64 new tokens
+      gpt2-onnx bench out    # batch 1, {threads} threads, prompt {decode_prompt_length}, {new_tokens} new tokens
       gpt2-onnx bench out out-int4 --repeats 11 --json > bench.json
       gpt2-onnx bench out --no-eager --threads 4
       gpt2-onnx bench out out-int8 out-int4 --perplexity heldout.txt   # perplexity per system beside the speed
     """
     from gpt2_onnx.app.bench.run import bench_exports
-    from gpt2_onnx_core.bench_settings import BenchSettings
     from gpt2_onnx_core.perplexity import PerplexityRequest
 
     refuse_window_without_text(ctx, perplexity)
@@ -172,7 +191,7 @@ def bench(
         repeats=repeats,
         warmup=warmup,
         seed=seed,
-        provider=provider,  # type: ignore[arg-type]  # click.Choice limits it
+        provider=provider,
         attention=attention,
         decode_steps_before_prefill=decode_steps_before_prefill,
     )

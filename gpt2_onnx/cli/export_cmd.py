@@ -10,8 +10,8 @@ import click
 from gpt2_onnx.app.dependencies import require_pytorch_side
 from gpt2_onnx.app.output_folder import check_output_path
 from gpt2_onnx.cli.display import StageDisplay, megabytes
-from gpt2_onnx.cli.options import verbose_option
-from gpt2_onnx_core.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx.cli.options import field_defaults, verbose_option
+from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED, SUPPORTED_OPSETS, ExportOptions
 from gpt2_onnx_core.precisions import PRECISIONS
 
 if TYPE_CHECKING:
@@ -19,12 +19,18 @@ if TYPE_CHECKING:
 
 __all__ = ["export"]
 
+_DEFAULTS = field_defaults(ExportOptions)
+# Each quantized precision's own block size, from the precision table: "int8 128, int4 32".
+_BLOCK_SIZES = ", ".join(
+    f"{precision.flag} {precision.quantization.block_size}" for precision in PRECISIONS if precision.quantization
+)
+
 
 @click.command()
 @click.option(
     "-m",
     "--model",
-    default=DEFAULT_MODEL,
+    default=_DEFAULTS["model"],
     show_default=True,
     help="Local folder, Hugging Face Hub id, or random:NAME "
     "(gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, tiny).",
@@ -33,14 +39,14 @@ __all__ = ["export"]
     "-o",
     "--output",
     type=click.Path(path_type=Path),
-    default=Path("gpt2-onnx-out"),
+    default=_DEFAULTS["output"],
     show_default=True,
     help="Export folder to create.",
 )
 @click.option(
     "--opset",
     type=int,
-    default=DEFAULT_OPSET,
+    default=_DEFAULTS["opset"],
     show_default=True,
     help=f"ONNX opset ({SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}).",
 )
@@ -49,7 +55,7 @@ __all__ = ["export"]
     "seed",
     type=int,
     default=None,
-    help="Seed of random:NAME weights (default 0); a checkpoint has its own.",
+    help=f"Seed of random:NAME weights (default {RANDOM_WEIGHTS_SEED}); a checkpoint has its own.",
 )
 @click.option(
     "--tokenizer",
@@ -82,7 +88,7 @@ __all__ = ["export"]
 @click.option(
     "--precision",
     type=click.Choice([precision.flag for precision in PRECISIONS]),
-    default="fp32",
+    default=_DEFAULTS["precision"],
     show_default=True,
     help="Weights and compute: " + "; ".join(f"{precision.flag}, {precision.help}" for precision in PRECISIONS) + ".",
 )
@@ -90,7 +96,7 @@ __all__ = ["export"]
     "--block-size",
     type=int,
     default=None,
-    help="int8/int4: weights per quantization scale (default: int4 32, int8 128; larger is faster, coarser).",
+    help=f"int8/int4: weights per quantization scale (default: {_BLOCK_SIZES}; larger is faster, coarser).",
 )
 @click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
 @verbose_option

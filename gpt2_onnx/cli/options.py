@@ -7,6 +7,7 @@ Options are read from the command line only; the one exception is ``--provider``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,13 +15,15 @@ import click
 from click.core import ParameterSource
 
 from gpt2_onnx_core.errors import InvalidInputError
-from gpt2_onnx_core.providers import PROVIDERS
+from gpt2_onnx_core.providers import PROVIDER_NAMES
 
 __all__ = [
     "PROVIDER_CHOICES",
     "PROVIDER_VARIABLE",
     "VERBOSE_KEY",
+    "field_defaults",
     "flag_names",
+    "help_with",
     "json_option",
     "perplexity_options",
     "provider_option",
@@ -33,12 +36,29 @@ __all__ = [
 
 PROVIDER_VARIABLE = "GPT2_ONNX_PROVIDER"  # the one option read from the environment
 VERBOSE_KEY = "gpt2_onnx.verbose"  # in the root context's meta: --verbose was given after COMMAND
-PROVIDER_CHOICES = tuple(PROVIDERS)
+PROVIDER_CHOICES = PROVIDER_NAMES  # click.Choice returns the very choice: a command's parameter is a ProviderName
 # Python API names that the command line spells otherwise (the rest are a flag's own name: max_new_tokens is
 # --max-new-tokens). Used to name flags, not parameters, in library errors shown by the CLI.
 API_FLAGS = {"do_sample": "--sample", "intra_op_threads": "--threads", "bad_words_ids": "--bad-word/--bad-word-ids"}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def field_defaults(settings: type) -> dict[str, Any]:
+    """The field defaults of the frozen dataclass ``settings`` (the one place each is written), by field name: a
+    command's options take theirs from it, so that ``--help`` shows the default the library applies."""
+    return {field.name: field.default for field in fields(settings) if field.default is not MISSING}
+
+
+def help_with(**values: object) -> Callable[[F], F]:
+    """Fill the ``{name}`` fields of a command's docstring (its ``--help``) with ``values``: a default or a limit
+    the help states comes from where it is defined. Apply it below ``@click.command()``."""
+
+    def decorate(command: F) -> F:
+        command.__doc__ = (command.__doc__ or "").format(**values)
+        return command
+
+    return decorate
 
 
 def provider_option(help_text: str) -> Callable[[F], F]:

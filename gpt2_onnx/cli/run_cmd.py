@@ -15,7 +15,9 @@ from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_option
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.layouts import SESSION_LAYOUTS, SessionLayout
 from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
@@ -210,7 +212,7 @@ def _random_weights_note(manifest: Manifest) -> None:
 @click.option("--no-stream", is_flag=True, help="Print each prompt's text when it is complete.")
 @click.option(
     "--layout",
-    type=click.Choice(["auto", "merged", "split"]),
+    type=click.Choice(SESSION_LAYOUTS),  # returns the very choice: the parameter is a SessionLayout
     default="auto",
     show_default=True,
     help="Sessions: merged = one session over a generation graph built from decode.onnx (weights prepacked once, "
@@ -229,10 +231,10 @@ def run(
     ignore_eos: bool,
     batch_size: int,
     as_json: bool,
-    provider: str,
+    provider: ProviderName,
     threads: int | None,
     no_stream: bool,
-    layout: str,
+    layout: SessionLayout,
     no_sha256_check: bool,
     **flags: Any,
 ) -> None:
@@ -260,12 +262,7 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    model = load_for_generation(
-        export,
-        provider,  # type: ignore[arg-type]  # click.Choice admits only the providers' names
-        threads,
-        layout,  # type: ignore[arg-type]  # likewise the layouts'
-    )
+    model = load_for_generation(export, provider, threads, layout)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line

@@ -10,19 +10,18 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import click
 
 from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx_core.interrupts import ignore_interrupts
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from gpt2_onnx.app.openai_api import ApiSettings
-    from gpt2_onnx.app.serving import Deployed, ServeConfig
-    from gpt2_onnx_core.providers import ProviderName
+    from gpt2_onnx.app.serving import Deployed, ReplicaConfig, ServeConfig
 
 __all__ = ["serve"]
 
@@ -35,6 +34,8 @@ RAY_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 # (inherited by its own processes only; /proc/PID/environ is its owner's), so no credential file is written.
 RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 EXTRA_HINT = "gpt2-onnx serve needs the serve extra: pip install 'gpt2-onnx[serve]'"
+CLUSTER_CPUS_PER_REPLICA = 1.0  # on a cluster, whose nodes differ: Ray CPUs per replica unless told
+CUDA_GPUS_PER_REPLICA = 1.0  # with --provider cuda: GPUs per replica unless told
 
 
 def _check_options(
@@ -42,7 +43,7 @@ def _check_options(
     detach: bool,
     replicas: int,
     max_replicas: int | None,
-    provider: str,
+    provider: ProviderName,
     gpus_per_replica: float | None,
 ) -> None:
     """Refuse combinations that would otherwise be ignored."""
@@ -58,7 +59,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     if given is not None:
         return given
     if address is not None:
-        return 1.0  # a cluster's nodes differ; one CPU each unless told
+        return CLUSTER_CPUS_PER_REPLICA
     return max(0.5, (os.cpu_count() or 1) / max(replicas, max_replicas or 0))  # embedded: this machine, shared
 
 
@@ -99,9 +100,15 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     "--cpus-per-replica",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="Ray CPUs reserved by each replica [this machine's cores / replicas; 1 on a cluster].",
+    help=f"Ray CPUs reserved by each replica [this machine's cores / replicas; {CLUSTER_CPUS_PER_REPLICA:g} on a "
+    "cluster].",
 )
-@click.option("--gpus-per-replica", type=click.FloatRange(min=0), default=None, help="With --provider cuda [1].")
+@click.option(
+    "--gpus-per-replica",
+    type=click.FloatRange(min=0),
+    default=None,
+    help=f"With --provider cuda [{CUDA_GPUS_PER_REPLICA:g}].",
+)
 @click.option(
     "--max-batch", type=click.IntRange(min=1), default=MAX_BATCH_ROWS, show_default=True, help="Rows decoded together."
 )
@@ -136,7 +143,7 @@ def serve(
     detach: bool,
     api_key: str | None,
     model_name: str | None,
-    provider: str,
+    provider: ProviderName,
     threads: int | None,
     cpus_per_replica: float | None,
     gpus_per_replica: float | None,
@@ -159,28 +166,32 @@ def serve(
     _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
     root = click.get_current_context().find_root()
     verbose = bool(root.params.get("verbose") or root.meta.get(VERBOSE_KEY))  # -v before or after COMMAND
-    _prepare_serving(export, address, cast("ProviderName", provider))
+    _prepare_serving(export, address, provider)
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
     from gpt2_onnx.app.loopback import is_loopback
     from gpt2_onnx.app.openai_api import ApiSettings
 
-    cpus = _cpus_per_replica(cpus_per_replica, address, replicas, max_replicas)
-    config = _serve_config(
-        ApiSettings(
+    replica = serving.ReplicaConfig(
+        export=str(export.resolve()),
+        api=ApiSettings(
             model_name=model_name or export.resolve().name,
             api_key=api_key or None,
             max_body_bytes=max_body_bytes,
             timeout_s=timeout,
         ),
-        export=export,
-        provider=cast("ProviderName", provider),  # click.Choice admits only these names
+        engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
+        provider=provider,
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
+    )
+    config = _serve_config(
+        replica,
         host=host,
         port=port,
-        replicas=(replicas, max_replicas),
+        replicas=replicas,
+        max_replicas=max_replicas,
         address=address,
-        resources=(cpus, gpus_per_replica if gpus_per_replica is not None else float(provider == "cuda")),
-        batching=(max_batch, max_queue),
+        cpus_per_replica=cpus_per_replica,
+        gpus_per_replica=gpus_per_replica,
         verbose=verbose,
     )
     if not is_loopback(host) and not config.replica.api.api_key:
@@ -211,39 +222,31 @@ def _prepare_serving(export: Path, address: str | None, provider: ProviderName) 
 
 
 def _serve_config(
-    api: ApiSettings,
+    replica: ReplicaConfig,
     *,
-    export: Path,
-    provider: ProviderName,
-    threads: int | None,
     host: str,
     port: int,
-    replicas: tuple[int, int | None],
+    replicas: int,
+    max_replicas: int | None,
     address: str | None,
-    resources: tuple[float, float],
-    batching: tuple[int, int],
+    cpus_per_replica: float | None,
+    gpus_per_replica: float | None,
     verbose: bool,
 ) -> ServeConfig:
-    """The deployment ``serve`` runs: ``replicas`` (count, most under autoscaling), ``resources`` (CPUs, GPUs per
-    replica) and ``batching`` (rows per step, requests waiting) as the flags gave them."""
+    """The deployment ``serve`` runs, as its flags gave it; each replica's Ray CPUs and GPUs, where not given, as
+    the help says (:func:`_cpus_per_replica`; with --provider cuda, CUDA_GPUS_PER_REPLICA)."""
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
 
-    replica = serving.ReplicaConfig(
-        export=str(export.resolve()),
-        api=api,
-        engine=serving.EngineOptions(max_rows=batching[0], max_waiting=batching[1]),
-        provider=provider,
-        threads=threads,
-    )
+    gpus = CUDA_GPUS_PER_REPLICA if replica.provider == "cuda" else 0.0
     config: ServeConfig = serving.ServeConfig(
         replica=replica,
         host=host,
         port=port,
-        replicas=replicas[0],
-        max_replicas=replicas[1],
+        replicas=replicas,
+        max_replicas=max_replicas,
         address=address,
-        cpus_per_replica=resources[0],
-        gpus_per_replica=resources[1],
+        cpus_per_replica=_cpus_per_replica(cpus_per_replica, address, replicas, max_replicas),
+        gpus_per_replica=gpus if gpus_per_replica is None else gpus_per_replica,
         log_level=logging.INFO if verbose else logging.ERROR,
     )
     return config

@@ -8,8 +8,11 @@ from pathlib import Path
 import click
 
 from gpt2_onnx.app.dependencies import require_pytorch_side
+from gpt2_onnx.app.verify_report import VerifyOptions
 from gpt2_onnx.cli.display import StageDisplay, echo_json
 from gpt2_onnx.cli.options import (
+    field_defaults,
+    help_with,
     json_option,
     perplexity_options,
     provider_option,
@@ -19,20 +22,41 @@ from gpt2_onnx.cli.options import (
 )
 from gpt2_onnx_core.errors import OutputPathError, ParityError
 from gpt2_onnx_core.manifest import read_manifest
+from gpt2_onnx_core.precisions import PRECISIONS
+from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
 
 __all__ = ["verify"]
 
+_DEFAULTS = field_defaults(VerifyOptions)  # each option's default is the report options' own
+
+
+def _perplexity_limits() -> str:
+    """Each precision's perplexity limit, as the help states them: "fp32 0.01 %, fp16 1 %, ..."."""
+    limits = ((precision.flag, precision.perplexity.max_relative) for precision in PRECISIONS)
+    return ", ".join(f"{flag} {limit * 100:g} %" for flag, limit in limits if limit is not None)
+
 
 @click.command()
+@help_with(perplexity_limits=_perplexity_limits())
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option(
     "-m", "--model", default=None, help="Source model (folder, hub id, random:NAME); default: the manifest's."
 )
 @provider_option("ONNX Runtime execution provider for the export (the source model runs on the CPU).")
-@click.option("--steps", type=click.IntRange(min=1), default=32, show_default=True, help="Decode steps compared.")
 @click.option(
-    "--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Rows of the padded batch."
+    "--steps",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["steps"],
+    show_default=True,
+    help="Decode steps compared.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["batch_size"],
+    show_default=True,
+    help="Rows of the padded batch.",
 )
 @threads_option("each ONNX Runtime session")
 @json_option(
@@ -53,7 +77,7 @@ def verify(
     ctx: click.Context,
     folder: Path,
     model: str | None,
-    provider: str,
+    provider: ProviderName,
     steps: int,
     batch_size: int,
     threads: int | None,
@@ -72,7 +96,7 @@ def verify(
 
     With --perplexity, both models also score the same sliding windows of a text (Hugging Face's perplexity
     recipe): both perplexities and their difference are reported, and a relative change beyond the precision's
-    limit (fp32 0.01 %, fp16 1 %, int8 1 %, int4 5 %) fails verify like any other check.
+    limit ({perplexity_limits}) fails verify like any other check.
 
     \b
     Examples:
@@ -82,7 +106,6 @@ def verify(
       gpt2-onnx verify out --perplexity heldout.txt --perplexity-window 512 --perplexity-stride 256
     """
     from gpt2_onnx.app.report_table import render_report
-    from gpt2_onnx.app.verify_report import VerifyOptions
 
     read_manifest(folder)  # a folder that is no export is refused before anything else
     refuse_window_without_text(ctx, perplexity)

@@ -13,6 +13,7 @@ import numpy as np
 from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_core.bench_protocol import GenerationTiming
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.layouts import SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
@@ -29,7 +30,7 @@ class OnnxSystem:
         folder: Path,
         threads: int,
         provider: ProviderName,
-        layout: str = "auto",
+        layout: SessionLayout = "auto",
         share_weights: bool = True,
         session_config: Mapping[str, str] | None = None,
     ) -> None:
@@ -37,7 +38,7 @@ class OnnxSystem:
             provider=provider,
             intra_op_threads=threads,
             inter_op_threads=1,
-            layout=layout,  # type: ignore[arg-type]  # RuntimeOptions refuses other names
+            layout=layout,
             share_weights=share_weights,
             session_config=dict(session_config or {}),
         )

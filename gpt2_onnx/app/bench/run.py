@@ -11,7 +11,7 @@ from gpt2_onnx.app.bench.runner import Progress, run_systems
 from gpt2_onnx.app.bench.tasks import RawResults
 from gpt2_onnx.app.dependencies import require_pytorch_side
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.config import RANDOM_PREFIX
+from gpt2_onnx_core.config import RANDOM_PREFIX, RANDOM_WEIGHTS_SEED
 from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.manifest import Manifest, read_manifest
 from gpt2_onnx_core.perplexity import PerplexityRequest
@@ -35,7 +35,12 @@ def _baseline(manifest: Manifest, folder: Path, model: str | None, model_seed: i
             "model_seed",
         )
     chosen_seed = model_seed if model_seed is not None else manifest.model.get("seed")
-    return SystemSpec("eager", "pytorch-eager", model=str(source), seed=int(chosen_seed or 0))
+    return SystemSpec(
+        "eager",
+        "pytorch-eager",
+        model=str(source),
+        seed=RANDOM_WEIGHTS_SEED if chosen_seed is None else int(chosen_seed),
+    )
 
 
 def _check_unshared(manifests: Sequence[Manifest], settings: BenchSettings) -> None:
@@ -108,9 +113,11 @@ def bench_exports(
     # ONNX Runtime in this process only where perplexity is asked for
     from gpt2_onnx.app.bench import perplexity as bench_perplexity
 
-    text = bench_perplexity.read_text_for(perplexity, Path(folders[0]), manifests[0])  # before any model loads
+    exports = bench_perplexity.open_exports(folders, manifests)  # each folder once, before any model loads
+    text = bench_perplexity.read_text_for(perplexity, exports[str(folders[0])])
     report = measure(specs, settings, manifests[0], progress)[0]
-    return bench_perplexity.add_perplexity(report, text, bench_perplexity.measure_perplexity(specs, settings, text))
+    found = bench_perplexity.measure_perplexity(specs, settings, text, exports)
+    return bench_perplexity.add_perplexity(report, text, found)
 
 
 def measure(
