@@ -8,7 +8,8 @@ driven by ``gpt2_onnx.app.bench_runner`` (warm-up, then rounds rotating the orde
     split-prepacked    the two graphs, ONNX Runtime's own loading: weights prepacked per session
     merged             one session over the generation graph (the default)
     merged-nospin      the same with ONNX Runtime's intra-op threads not spinning between runs
-    + --optimize, int8 and int4 exports, merged and split
+    + --optimize, int8 and int4 exports, merged and split; int4 with blocks of 128 and 256; int8 with
+      ``--matmul-kernel dynamic`` (DynamicQuantizeMatMul)
 
     python benchmarks/runtime_modes.py --exports benchmarks/out --repeats 5 --out benchmarks/results/STAMP-modes.json
 
@@ -43,6 +44,9 @@ MODES: dict[str, tuple[str, str, bool, dict[str, str]]] = {
     "int4 split": ("int4", "split", True, {}),
     "int4 merged": ("int4", "merged", True, {}),
     "int4-b128 merged": ("int4-b128", "merged", True, {}),
+    "int4-b256 merged": ("int4-b256", "merged", True, {}),
+    "int8-dynamic merged": ("int8-dynamic", "merged", True, {}),
+    "int8-dynamic split": ("int8-dynamic", "split", True, {}),
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpt2-onnx's CPU modes (merged and split session layouts, spinning, --optimize, int8, int4) against PyTorch eager
+# gpt2-onnx's CPU modes (merged and split session layouts, spinning, --optimize, int8 and int4 kernels) against PyTorch eager
 # in one interleaved run: benchmarks/runtime_modes.py. GPT-2-small dimensions (random:gpt2, seed 0). Writes
 # benchmarks/results/<stamp>-modes.{json,md}. About 10 minutes on 2 cores; the machine should be otherwise idle.
 #
@@ -19,8 +19,13 @@ declare -A VARIANTS=(
   [int8]="--precision int8"
   [int4]="--precision int4"
   [int4-b128]="--precision int4 --block-size 128"
+  [int4-b256]="--precision int4 --block-size 256"
+  [int8-dynamic]="--precision int8 --matmul-kernel dynamic"
 )
-for name in fp32 fp32-optimize int8 int4 int4-b128; do
+for name in "${!VARIANTS[@]}"; do
+  if [ "$name" != fp32 ] && [ -n "${MODES:-}" ] && ! grep -qE "(^|,)$name " <<<"$MODES"; then
+    continue  # only the exports the modes ask for (and fp32, whose manifest the runner reads)
+  fi
   if [ ! -f "$OUT/$name/manifest.json" ]; then
     # shellcheck disable=SC2086  # the options are words on purpose
     "$PYTHON" -m gpt2_onnx export --model random:gpt2 --weights-seed 0 -o "$OUT/$name" --force ${VARIANTS[$name]}

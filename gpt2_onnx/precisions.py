@@ -17,16 +17,41 @@ from typing import Literal
 from gpt2_onnx.errors import ExportError, InvalidInputError, ManifestError
 from gpt2_onnx.tolerances import ArithmeticRule, Tolerance
 
-__all__ = ["FP32", "PRECISIONS", "Precision", "Quantization", "precision_flag", "precision_named", "tolerance_for"]
+__all__ = [
+    "ACCURACY_LEVELS",
+    "FP32",
+    "MATMUL_KERNELS",
+    "PRECISIONS",
+    "MatMulKernel",
+    "Precision",
+    "Quantization",
+    "precision_flag",
+    "precision_named",
+    "tolerance_for",
+]
+
+
+MatMulKernel = Literal["matmulnbits", "dynamic"]
+MATMUL_KERNELS: tuple[MatMulKernel, ...] = ("matmulnbits", "dynamic")
+ACCURACY_LEVELS = range(5)  # MatMulNBits' accuracy_level: 0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations
 
 
 @dataclass(frozen=True)
 class Quantization:
-    """Weight-only block quantization of the matrices (``MatMulNBits``) and the tied table."""
+    """Weight quantization of the matrices and the tied table.
+
+    The tied table (embedding and head) is always cut into blocks and read by ``MatMulNBits``; the blocks' matrices
+    by the ``kernel``:
+
+        matmulnbits  MatMulNBits over the same blocks; accuracy_level 4 quantizes the activations to int8 per block
+        dynamic      8 bits only: int8 weights with one scale per output column, DynamicQuantizeMatMul quantizing
+                     the activations to uint8 per tensor at run time (MLAS's integer GEMM, VNNI where the CPU has it)
+    """
 
     bits: int  # 4 or 8
     block_size: int  # values per scale along K, at most (smaller where K needs it: see block_for)
     accuracy_level: int  # MatMulNBits: 0 unset (fp32 activations), 4 = int8 activations (VNNI/AMX kernels)
+    kernel: MatMulKernel = "matmulnbits"  # what multiplies the blocks' matrices
 
     def block_for(self, k: int) -> int:
         """The largest power of two ≤ ``block_size`` (and ≥ 16, MatMulNBits' least) that divides ``k``."""
