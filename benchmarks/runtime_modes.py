@@ -77,13 +77,21 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated labels (default: all)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per decode run")
+    parser.add_argument("--batch-size", type=int, default=4, help="rows of the throughput run")
     parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
     args = parser.parse_args()
     modes = [label for label in args.modes.split(",") if label]
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise SystemExit(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    settings = BenchSettings(threads=args.threads, prompt_lengths=(128,), repeats=args.repeats)
+    settings = BenchSettings(
+        threads=args.threads,
+        prompt_lengths=(128,),
+        repeats=args.repeats,
+        new_tokens=args.new_tokens,
+        batch_size=args.batch_size,
+    )
     manifest = read_manifest(args.exports / "fp32")
     report, _ = measure(specs(args.exports, modes), settings, manifest, _log)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,12 +5,14 @@
 #
 #   benchmarks/runtime_modes.sh
 #   REPEATS=7 MODES="fp32 merged,fp32 split-shared" benchmarks/runtime_modes.sh
+#   SUFFIX=kernel-modes NEW_TOKENS=16 BATCH_SIZE=1 MODES="int8 merged,int8-dynamic merged,int4 merged,int4-b128 merged" benchmarks/runtime_modes.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 OUT=${OUT:-benchmarks/out}
 REPEATS=${REPEATS:-5}
 THREADS=${THREADS:-2}
+SUFFIX=${SUFFIX:-modes}  # results/<stamp>-SUFFIX.{json,md}: another suffix keeps a subset of modes apart
 mkdir -p "$OUT" benchmarks/results
 
 declare -A VARIANTS=(
@@ -38,7 +40,7 @@ if [ -n "${MODES:-}" ]; then
 fi
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
-result="benchmarks/results/$stamp-modes"
+result="benchmarks/results/$stamp-$SUFFIX"
 "$PYTHON" benchmarks/runtime_modes.py --exports "$OUT" --repeats "$REPEATS" --threads "$THREADS" "${modes[@]}" \
-  --out "$result.json"
+  --new-tokens "${NEW_TOKENS:-64}" --batch-size "${BATCH_SIZE:-4}" --out "$result.json"
 "$PYTHON" benchmarks/markdown_table.py "$result.json" | tee "$result.md"

@@ -178,6 +178,11 @@ PRECISIONS: tuple[Precision, ...] = (
         golden_from="export",
         golden_logits_atol=0.1,
         min_onnxruntime="1.22.0",  # 8-bit MatMulNBits: 1.21.1 fails
+        # kernel: MatMulNBits stays the default. `--matmul-kernel dynamic` (DynamicQuantizeMatMul) takes 0.54× its
+        # time for a 128-token prompt's projections and 0.80× for the whole prefill, but 1.38× per decode step
+        # (benchmarks/results/20261202T014845Z-kernels.md, 20261202T021245Z-kernel-modes.md; AMD EPYC, shared),
+        # and a generation of more than a few tokens spends more in its steps than in its prompt. Accuracy level 4
+        # measured faster than 0 at every size there; 0 for 8 bits falls back to dequantizing per call.
         quantization=Quantization(bits=8, block_size=128, accuracy_level=4),
     ),
     Precision(
@@ -201,7 +206,9 @@ PRECISIONS: tuple[Precision, ...] = (
         golden_from="export",
         golden_logits_atol=0.1,
         min_onnxruntime="1.17.0",  # 4-bit MatMulNBits
-        # block 32: quality first (GPT-2-small is small enough to feel int4); --block-size 128 trades for speed
+        # block 32: quality first (GPT-2-small is small enough to feel int4); --block-size 128 trades for speed:
+        # GPT-2-small's prompt 0.59-0.77× and decode step 0.78× the time, 25 MiB less RSS (same results), for
+        # perplexity +1.49 % against +1.23 % on pydocs-tiny (whose 64-wide matrices cap its blocks at 64)
         quantization=Quantization(bits=4, block_size=32, accuracy_level=4),
     ),
 )
