@@ -48,6 +48,20 @@ KINDS = (
         "int8 and int4, against PyTorch eager in one interleaved run.",
     ),
     Kind(
+        "-kernel-modes",
+        "int8 and int4 kernels, end to end",
+        "`SUFFIX=kernel-modes MODES=... benchmarks/runtime_modes.sh`: the int8 and int4 exports with each MatMul "
+        "kernel and block size (`--matmul-kernel dynamic`, `--block-size 128`) beside the defaults and fp32, "
+        "against PyTorch eager in one interleaved run.",
+    ),
+    Kind(
+        "-kernels",
+        "The prompt's matrix products by kernel",
+        "`python benchmarks/matmul_kernels.py`: GPT-2-small's 48 projections alone, one ONNX Runtime kernel choice "
+        "per session (fp32 MatMul; MatMulNBits by bits, block size and accuracy level; DynamicQuantizeMatMul), "
+        "interleaved in one process, at 128 rows (a prompt) and 1 row (a decode step).",
+    ),
+    Kind(
         "-beam",
         "Beam search",
         "`benchmarks/beam_search.sh`: 4 beams, gpt2-onnx's runtime against transformers' `generate` in one run.",

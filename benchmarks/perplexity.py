@@ -3,13 +3,13 @@
     python benchmarks/perplexity.py                         # checkpoints/pydocs-tiny on its heldout.txt
     python benchmarks/perplexity.py --model CKPT --text TEXT --window 1024 --stride 512 --threads 1
 
-Exports the checkpoint at fp32, fp16, int8 and int4 (the exporter's defaults), then the int4 and int8 block sizes
-the exporter offers (``--block-size``) and MatMulNBits accuracy level 0 (float32 activations) beside the default 4
-(int8 activations): the accuracy level is not an export option, so this script exports those variants with it
-changed in the quantization settings, the one difference. Each export is scored by ONNX Runtime (the decode graph
-over each window, ``gpt2_onnx_runtimes.perplexity``), the checkpoint once by PyTorch, all over the same token ids
-and windows (Hugging Face's sliding-window recipe, ``gpt2_onnx_core.perplexity``). The exports skip their own parity
-check (``check=False``): the perplexity is what is measured here; ``gpt2-onnx verify`` judges parity.
+Exports the checkpoint at fp32, fp16, int8 and int4 (the exporter's defaults), then int4 block sizes
+(``--block-size``), MatMulNBits accuracy level 0 (float32 activations) beside the default 4 (int8 activations,
+``--accuracy-level``) and int8's DynamicQuantizeMatMul kernel (``--matmul-kernel dynamic``), one difference
+each. Each export is scored by ONNX Runtime (the decode graph over each window, ``gpt2_onnx_runtimes.perplexity``),
+the checkpoint once by PyTorch, all over the same token ids and windows (Hugging Face's sliding-window recipe,
+``gpt2_onnx_core.perplexity``). The exports skip their own parity check (``check=False``): the perplexity is what is
+measured here; ``gpt2-onnx verify`` judges parity.
 
 Writes benchmarks/results/<UTC stamp>-perplexity.json (every figure, the machine and the versions) and a Markdown
 table beside it; ``python benchmarks/performance_doc.py`` then puts the table in docs/performance.md.
@@ -23,7 +23,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from gpt2_onnx.app.export import export_model  # noqa: E402  # after the reposit
 from gpt2_onnx.app.perplexity import checkpoint_perplexity, export_perplexity, read_for_export  # noqa: E402
 from gpt2_onnx_core.config import ExportOptions  # noqa: E402
 from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
-from gpt2_onnx_core.precisions import Quantization, precision_flag  # noqa: E402
+from gpt2_onnx_core.precisions import MatMulKernel, precision_flag  # noqa: E402
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
 from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E402
 
@@ -44,11 +44,12 @@ CHECKPOINT = REPO / "checkpoints" / "pydocs-tiny"
 
 @dataclass(frozen=True)
 class Variant:
-    """One export: a precision, and for int8/int4 a block size and MatMulNBits accuracy level."""
+    """One export: a precision, and for int8/int4 a block size, MatMulNBits accuracy level and kernel."""
 
     precision: str
     block_size: int | None = None  # None: the precision's default
     accuracy_level: int | None = None  # None: the precision's default
+    matmul_kernel: MatMulKernel | None = None  # None: the precision's default
 
     @property
     def name(self) -> str:
@@ -57,21 +58,9 @@ class Variant:
             parts.append(f"block{self.block_size}")
         if self.accuracy_level is not None:
             parts.append(f"level{self.accuracy_level}")
+        if self.matmul_kernel is not None:
+            parts.append(self.matmul_kernel)
         return "-".join(parts)
-
-
-@dataclass(frozen=True)
-class _StudyOptions(ExportOptions):
-    """ExportOptions with the MatMulNBits accuracy level changed (the exporter keeps each precision's)."""
-
-    accuracy_level: int | None = None
-
-    @property
-    def quantization(self) -> Quantization | None:
-        settings = super().quantization
-        if settings is None or self.accuracy_level is None:
-            return settings
-        return replace(settings, accuracy_level=self.accuracy_level)
 
 
 VARIANTS = (
@@ -80,20 +69,23 @@ VARIANTS = (
     Variant("int8"),
     Variant("int4"),
     Variant("int8", accuracy_level=0),
+    Variant("int8", matmul_kernel="dynamic"),
     Variant("int4", accuracy_level=0),
     Variant("int4", block_size=16),
     Variant("int4", block_size=64),
     Variant("int4", block_size=128),
+    Variant("int4", block_size=256),
 )
 
 
 def _export(model: Path, variant: Variant, folder: Path) -> Path:
-    options = _StudyOptions(
+    options = ExportOptions(
         model=str(model),
         output=folder / variant.name,
         precision=variant.precision,
         block_size=variant.block_size,
         accuracy_level=variant.accuracy_level,
+        matmul_kernel=variant.matmul_kernel,
         check=False,
     )
     export_model(options)
@@ -160,13 +152,15 @@ def table(result: dict[str, Any]) -> str:
         f"{env['cpu']}, {env['cpu_count']} cores, ONNX Runtime CPU provider, {result['threads']} thread(s); "
         f"gpt2-onnx {env['gpt2-onnx']}, {versions}.",
         "",
-        "| export | block size | accuracy level | perplexity | Δ | relative change | aim (relative) | within aim |",
-        "|---|---:|---:|---:|---:|---:|---:|:---:|",
+        "| export | kernel | block size | accuracy level | perplexity | Δ | relative change | aim (relative) "
+        "| within aim |",
+        "|---|---|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for row in result["exports"]:
         q = row["quantization"] or {}
         lines.append(
-            f"| {row['variant']} | {q.get('block_size', '—')} | {q.get('accuracy_level', '—')} | "
+            f"| {row['variant']} | {q.get('kernel', 'matmulnbits' if q else '—')} | {q.get('block_size', '—')} | "
+            f"{q.get('accuracy_level', '—')} | "
             f"{row['perplexity']:.4f} | {row['difference']:+.4f} | {row['relative']:+.2e} | "
             f"±{row['aim']:.2g} | {'yes' if row['within_aim'] else 'no'} |"
         )

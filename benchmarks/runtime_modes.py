@@ -1,14 +1,15 @@
 """gpt2-onnx's own CPU modes side by side, before and after, against PyTorch eager in one interleaved ``bench`` run.
 
 Every export comes from the same seeded checkpoint (``random:gpt2``, seed 0). Each mode is one worker process,
-driven by ``gpt2_onnx.app.bench.runner`` (warm-up, then rounds rotating the order, task by task):
+driven by ``gpt2_onnx.app.bench.run.runner`` (warm-up, then rounds rotating the order, task by task):
 
     split-shared       the folder's two graphs, weights mapped once, prepacking off (the default before the merged
                        layout)
     split-prepacked    the two graphs, ONNX Runtime's own loading: weights prepacked per session
     merged             one session over the generation graph (the default)
     merged-nospin      the same with ONNX Runtime's intra-op threads not spinning between runs
-    + --optimize, int8 and int4 exports, merged and split
+    + --optimize, int8 and int4 exports, merged and split; int4 with blocks of 128 and 256; int8 with
+      ``--matmul-kernel dynamic`` (DynamicQuantizeMatMul)
 
     python benchmarks/runtime_modes.py --exports benchmarks/out --repeats 5 --out benchmarks/results/STAMP-modes.json
 
@@ -25,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from gpt2_onnx.app.bench.run import measure  # noqa: E402  # after the path
-from gpt2_onnx.app.bench.table import render_table  # noqa: E402
+from gpt2_onnx.app.bench.run.run import measure  # noqa: E402  # after the path
+from gpt2_onnx.app.bench.run.table import render_table  # noqa: E402
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
 from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
@@ -44,6 +45,9 @@ MODES: dict[str, tuple[str, str, bool, dict[str, str]]] = {
     "int4 split": ("int4", "split", True, {}),
     "int4 merged": ("int4", "merged", True, {}),
     "int4-b128 merged": ("int4-b128", "merged", True, {}),
+    "int4-b256 merged": ("int4-b256", "merged", True, {}),
+    "int8-dynamic merged": ("int8-dynamic", "merged", True, {}),
+    "int8-dynamic split": ("int8-dynamic", "split", True, {}),
 }
 
 
@@ -74,13 +78,21 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated labels (default: all)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per decode run")
+    parser.add_argument("--batch-size", type=int, default=4, help="rows of the throughput run")
     parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
     args = parser.parse_args()
     modes = [label for label in args.modes.split(",") if label]
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         raise SystemExit(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    settings = BenchSettings(threads=args.threads, prompt_lengths=(128,), repeats=args.repeats)
+    settings = BenchSettings(
+        threads=args.threads,
+        prompt_lengths=(128,),
+        repeats=args.repeats,
+        new_tokens=args.new_tokens,
+        batch_size=args.batch_size,
+    )
     manifest = read_manifest(args.exports / "fp32")
     report, _ = measure(specs(args.exports, modes), settings, manifest, _log)
     args.out.parent.mkdir(parents=True, exist_ok=True)

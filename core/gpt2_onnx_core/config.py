@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpt2_onnx_core.errors import OptionError, UnsupportedOpsetError
-from gpt2_onnx_core.precisions import Precision, Quantization, precision_flag
+from gpt2_onnx_core.precisions import (
+    ACCURACY_LEVELS,
+    MATMUL_KERNELS,
+    MatMulKernel,
+    Precision,
+    Quantization,
+    precision_flag,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -68,15 +75,13 @@ class ExportOptions:
     optimize: bool = False  # ONNX Runtime contrib-op fusions (onnxscript's ort_fusions)
     precision: str = "fp32"  # a flag of gpt2_onnx_core.precisions.PRECISIONS: fp16 for CUDA, int8/int4 for the CPU
     block_size: int | None = None  # int8/int4: weights per quantization scale (None: the precision's default)
+    accuracy_level: int | None = None  # int8/int4: MatMulNBits' accuracy_level (None: the precision's default)
+    matmul_kernel: MatMulKernel | None = None  # int8: what multiplies the blocks' matrices (None: the precision's)
 
     def __post_init__(self) -> None:
         check_opset(self.opset)
         precision = precision_flag(self.precision)  # refuses an unknown one
-        if self.block_size is not None:
-            if precision.quantization is None:
-                raise OptionError("{block_size} applies to {precision} int8 or int4 only", "block_size", "precision")
-            if self.block_size < 16 or self.block_size & (self.block_size - 1):
-                raise OptionError(f"{{block_size}} must be a power of two >= 16, got {self.block_size}", "block_size")
+        self._check_quantization(precision)
         if self.seed is not None and not self.model.startswith(RANDOM_PREFIX):
             raise OptionError(f"{{seed}} seeds random:NAME weights only; '{self.model}' brings its own weights", "seed")
         if self.simplify and (self.optimize or self.precision != "fp32"):
@@ -87,6 +92,33 @@ class ExportOptions:
                 "precision",
             )
 
+    def _check_quantization(self, precision: Precision) -> None:
+        """The quantization options: each only with a quantized precision, each within its values."""
+        given = [name for name in ("block_size", "accuracy_level", "matmul_kernel") if getattr(self, name) is not None]
+        if given and precision.quantization is None:
+            raise OptionError(f"{{{given[0]}}} applies to {{precision}} int8 or int4 only", given[0], "precision")
+        if self.block_size is not None and (self.block_size < 16 or self.block_size & (self.block_size - 1)):
+            raise OptionError(f"{{block_size}} must be a power of two >= 16, got {self.block_size}", "block_size")
+        if self.accuracy_level is not None and self.accuracy_level not in ACCURACY_LEVELS:
+            levels = f"{ACCURACY_LEVELS.start}..{ACCURACY_LEVELS.stop - 1}"
+            raise OptionError(
+                f"{{accuracy_level}} must be one of {levels}, got {self.accuracy_level}", "accuracy_level"
+            )
+        if self.matmul_kernel is not None:
+            if self.matmul_kernel not in MATMUL_KERNELS:
+                raise OptionError(
+                    f"{{matmul_kernel}} must be one of {', '.join(MATMUL_KERNELS)}, got '{self.matmul_kernel}'",
+                    "matmul_kernel",
+                )
+            if (
+                self.matmul_kernel == "dynamic"
+                and precision.quantization is not None
+                and precision.quantization.bits != 8
+            ):
+                raise OptionError(
+                    "{matmul_kernel} dynamic needs 8-bit weights: {precision} int8", "matmul_kernel", "precision"
+                )
+
     @property
     def precision_info(self) -> Precision:
         """Everything about the precision asked for (:mod:`gpt2_onnx_core.precisions`)."""
@@ -96,7 +128,12 @@ class ExportOptions:
     def quantization(self) -> Quantization | None:
         """int8/int4: the precision's quantization with ``block_size`` where one was given."""
         settings = self.precision_info.quantization
-        return None if settings is None else settings.with_block_size(self.block_size)
+        if settings is None:
+            return None
+        settings = settings.with_block_size(self.block_size)
+        if self.accuracy_level is not None:
+            settings = replace(settings, accuracy_level=self.accuracy_level)
+        return settings if self.matmul_kernel is None else replace(settings, kernel=self.matmul_kernel)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -110,5 +147,7 @@ class ExportOptions:
             "optimize": self.optimize,
             "precision": self.precision,
             "block_size": self.block_size,
+            "accuracy_level": self.accuracy_level,
+            "matmul_kernel": self.matmul_kernel,
             "check": self.check,
         }

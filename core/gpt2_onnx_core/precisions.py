@@ -17,16 +17,41 @@ from typing import Literal
 from gpt2_onnx_core.errors import ExportError, InvalidInputError, ManifestError
 from gpt2_onnx_core.tolerances import ArithmeticRule, PerplexityLimit, Tolerance
 
-__all__ = ["FP32", "PRECISIONS", "Precision", "Quantization", "precision_flag", "precision_named", "tolerance_for"]
+__all__ = [
+    "ACCURACY_LEVELS",
+    "FP32",
+    "MATMUL_KERNELS",
+    "PRECISIONS",
+    "MatMulKernel",
+    "Precision",
+    "Quantization",
+    "precision_flag",
+    "precision_named",
+    "tolerance_for",
+]
+
+
+MatMulKernel = Literal["matmulnbits", "dynamic"]
+MATMUL_KERNELS: tuple[MatMulKernel, ...] = ("matmulnbits", "dynamic")
+ACCURACY_LEVELS = range(5)  # MatMulNBits' accuracy_level: 0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations
 
 
 @dataclass(frozen=True)
 class Quantization:
-    """Weight-only block quantization of the matrices (``MatMulNBits``) and the tied table."""
+    """Weight quantization of the matrices and the tied table.
+
+    The tied table (embedding and head) is always cut into blocks and read by ``MatMulNBits``; the blocks' matrices
+    by the ``kernel``:
+
+        matmulnbits  MatMulNBits over the same blocks; accuracy_level 4 quantizes the activations to int8 per block
+        dynamic      8 bits only: int8 weights with one scale per output column, DynamicQuantizeMatMul quantizing
+                     the activations to uint8 per tensor at run time (MLAS's integer GEMM, VNNI where the CPU has it)
+    """
 
     bits: int  # 4 or 8
     block_size: int  # values per scale along K, at most (smaller where K needs it: see block_for)
     accuracy_level: int  # MatMulNBits: 0 unset (fp32 activations), 4 = int8 activations (VNNI/AMX kernels)
+    kernel: MatMulKernel = "matmulnbits"  # what multiplies the blocks' matrices
 
     def block_for(self, k: int) -> int:
         """The largest power of two ≤ ``block_size`` (and ≥ 16, MatMulNBits' least) that divides ``k``."""
@@ -175,6 +200,11 @@ PRECISIONS: tuple[Precision, ...] = (
             "the aim for 8-bit weights, within 1 % of the source model: measured -2.3e-4 (pydocs-tiny, block 128, "
             "accuracy level 4)",
         ),
+        # kernel: MatMulNBits stays the default. `--matmul-kernel dynamic` (DynamicQuantizeMatMul) takes 0.54× its
+        # time for a 128-token prompt's projections and 0.80× for the whole prefill, but 1.38× per decode step
+        # (benchmarks/results/20261202T014845Z-kernels.md, 20261202T021245Z-kernel-modes.md; AMD EPYC, shared),
+        # and a generation of more than a few tokens spends more in its steps than in its prompt. Accuracy level 4
+        # measured faster than 0 at every size there; 0 for 8 bits falls back to dequantizing per call.
         quantization=Quantization(bits=8, block_size=128, accuracy_level=4),
     ),
     Precision(
@@ -203,7 +233,9 @@ PRECISIONS: tuple[Precision, ...] = (
             "the aim for 4-bit weights, within 5 % of the source model: measured +1.2e-2 (pydocs-tiny, block 32, "
             "accuracy level 4; +6e-3 with --block-size 16)",
         ),
-        # block 32: quality first (GPT-2-small is small enough to feel int4); --block-size 128 trades for speed
+        # block 32: quality first (GPT-2-small is small enough to feel int4); --block-size 128 trades for speed:
+        # GPT-2-small's prompt 0.59-0.77× and decode step 0.78× the time, 25 MiB less RSS (same results), for
+        # perplexity +1.49 % against +1.23 % on pydocs-tiny (whose 64-wide matrices cap its blocks at 64)
         quantization=Quantization(bits=4, block_size=32, accuracy_level=4),
     ),
 )

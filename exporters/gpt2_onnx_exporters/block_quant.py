@@ -22,7 +22,7 @@ import numpy as np
 
 from gpt2_onnx_core.errors import ExportError
 
-__all__ = ["BlockQuantized", "dequantize", "quantize_blocks", "unpack"]
+__all__ = ["BlockQuantized", "ColumnQuantized", "dequantize", "quantize_blocks", "quantize_columns", "unpack"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,19 @@ def dequantize(quantized: BlockQuantized) -> np.ndarray:
     """The float32 weight (N, K) the quantized form stands for."""
     q = unpack(quantized).astype(np.float32) - quantized.zero_point  # (N, K/b, b)
     return (q * quantized.scales[..., None]).reshape(quantized.shape)
+
+
+@dataclass(frozen=True)
+class ColumnQuantized:
+    """A (K, N) weight as int8 with one scale per output column: ``DynamicQuantizeMatMul``'s B and b_scale."""
+
+    values: np.ndarray  # int8 (K, N), in [-127, 127]
+    scales: np.ndarray  # float32 (N,)
+
+
+def quantize_columns(weight: np.ndarray) -> ColumnQuantized:
+    """Quantize ``weight`` (K, N) float32 symmetrically per column: W[k, n] ≈ q[k, n] · scale[n]."""
+    scales = np.abs(weight).max(axis=0) / 127.0  # (N,): ±127, so -max and +max both stay representable
+    scales[scales == 0] = 1.0  # an all-zero column: any scale gives q = 0
+    q = np.clip(np.rint(weight / scales), -127, 127).astype(np.int8)  # (K, N)
+    return ColumnQuantized(np.ascontiguousarray(q), scales.astype(np.float32))

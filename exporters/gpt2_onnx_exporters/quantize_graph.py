@@ -3,6 +3,7 @@
 An ir pass (it changes the model in place, like onnx_ir's own passes) run before the weights are written:
 
     MatMul(x, W[K, N])             →  MatMulNBits(x, Wq, Ws)             Wq: blocks of Wᵀ, (N, K/b, b·bits/8)
+                                   or DynamicQuantizeMatMul(x, Wq, Ws)   kernel "dynamic": Wq int8 (K, N), Ws (N,)
     Gemm(h, wte[V, d], transB=1)   →  MatMulNBits(h, wte.q, wte.scales)  the tied head: wte already is (N, K)
     Gather(wte, ids)               →  Gather(wte.q, ids) ─ unpack ─ Cast ─ Sub(z) ─ Mul(Gather(wte.scales, ids))
 
@@ -21,7 +22,7 @@ import onnx_ir as ir
 
 from gpt2_onnx_core.errors import ExportError
 from gpt2_onnx_core.precisions import Quantization
-from gpt2_onnx_exporters.block_quant import quantize_blocks
+from gpt2_onnx_exporters.block_quant import quantize_blocks, quantize_columns
 
 __all__ = ["CONTRIB_DOMAIN", "QuantizedTable", "QuantizedTables", "quantize_weights"]
 
@@ -45,6 +46,7 @@ class QuantizedTables:
     def __init__(self, settings: Quantization) -> None:
         self.settings = settings
         self._tables: dict[str, QuantizedTable] = {}
+        self._columns: dict[str, tuple[ir.TensorProtocol, ir.TensorProtocol]] = {}
 
     def get(self, name: str, weight_nk: np.ndarray) -> QuantizedTable:
         """``weight_nk`` (N, K) quantized along K, once per name."""
@@ -60,6 +62,16 @@ class QuantizedTables:
         if tuple(table.scales.shape) != (weight_nk.shape[0], weight_nk.shape[1] // table.block_size):
             raise ExportError(f"weight '{name}' is read both as (K, N) and as (N, K); cannot quantize it once")
         return table
+
+    def columns(self, name: str, weight_kn: np.ndarray) -> tuple[ir.TensorProtocol, ir.TensorProtocol]:
+        """``weight_kn`` (K, N) as int8 with a scale per column (kernel "dynamic"), once per name."""
+        if name not in self._columns:
+            quantized = quantize_columns(weight_kn)
+            self._columns[name] = (
+                ir.tensor(quantized.values, name=f"{name}.int8"),
+                ir.tensor(quantized.scales, name=f"{name}.scales"),
+            )
+        return self._columns[name]
 
 
 def _initializer(graph: ir.Graph, tensor: ir.TensorProtocol) -> ir.Value:
@@ -105,8 +117,14 @@ def _quantize_matmul(graph: ir.Graph, node: ir.Node, tables: QuantizedTables) ->
     if found is None or node.inputs[0] is None:
         return False
     name, weight = found  # (K, N): Conv1D stores (in, out)
-    table = tables.get(name, np.ascontiguousarray(weight.T))  # (N, K): blocks along K
     s = tables.settings
+    if s.kernel == "dynamic":
+        values, scales = (_initializer(graph, tensor) for tensor in tables.columns(name, weight))
+        _replace(
+            graph, node, [ir.node("DynamicQuantizeMatMul", [node.inputs[0], values, scales], domain=CONTRIB_DOMAIN)]
+        )
+        return True
+    table = tables.get(name, np.ascontiguousarray(weight.T))  # (N, K): blocks along K
     _replace(
         graph,
         node,

@@ -12,7 +12,7 @@ from gpt2_onnx.app.output_folder import check_output_path
 from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import field_defaults, verbose_option
 from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED, SUPPORTED_OPSETS, ExportOptions
-from gpt2_onnx_core.precisions import PRECISIONS
+from gpt2_onnx_core.precisions import MATMUL_KERNELS, PRECISIONS, MatMulKernel
 
 if TYPE_CHECKING:
     from gpt2_onnx.app.export import ExportResult
@@ -98,6 +98,21 @@ _BLOCK_SIZES = ", ".join(
     default=None,
     help=f"int8/int4: weights per quantization scale (default: {_BLOCK_SIZES}; larger is faster, coarser).",
 )
+@click.option(
+    "--accuracy-level",
+    type=int,
+    default=None,
+    help="int8/int4: MatMulNBits' accuracy_level, 0..4 (default 4: int8 activations, VNNI kernels; 0/1: float32 "
+    "activations; 2 fp16 and 3 bf16 fall back to 1 on CPUs without such kernels).",
+)
+@click.option(
+    "--matmul-kernel",
+    type=click.Choice(list(MATMUL_KERNELS)),
+    default=None,
+    help="int8/int4: what multiplies the blocks' matrices: matmulnbits (MatMulNBits over the weight blocks; the "
+    "default) or dynamic (int8 only: int8 weights per output column, activations quantized per tensor at run time by "
+    "DynamicQuantizeMatMul; faster prompts, slower decode steps on the CPU).",
+)
 @click.option("--no-check", is_flag=True, help="Skip the parity check against the source model (not recommended).")
 @verbose_option
 def export(
@@ -113,6 +128,8 @@ def export(
     optimize: bool,
     precision: str,
     block_size: int | None,
+    accuracy_level: int | None,
+    matmul_kernel: MatMulKernel | None,
     no_check: bool,
 ) -> None:
     """Export a GPT-2 checkpoint to prefill.onnx + decode.onnx sharing one weights file.
@@ -139,6 +156,8 @@ def export(
         optimize=optimize,
         precision=precision,
         block_size=block_size,
+        accuracy_level=accuracy_level,
+        matmul_kernel=matmul_kernel,
     )
     check_output_path(output, force)  # one line, before the model loads (export_model checks it again)
     require_pytorch_side("export")  # before the application layer's import, which needs it
