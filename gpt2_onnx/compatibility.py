@@ -28,7 +28,7 @@ OPTIMIZE_MIN_ONNXRUNTIME = "1.20.0"
 MERGED_LAYOUT_MIN_ONNXRUNTIME = "1.21.0"
 # The in-place KV cache (RuntimeOptions.in_place_kv): the CPU's GroupQueryAttention with an attention bias input,
 # which left-padded batches need.
-IN_PLACE_KV_MIN_ONNXRUNTIME = "1.31.0"
+IN_PLACE_KV_MIN_ONNXRUNTIME = "1.22.0"
 
 
 def min_onnxruntime_for(opset: int, optimize: bool, precision: Precision) -> str:

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gpt2_onnx import compatibility
 from gpt2_onnx.batching import left_pad, position_ids
 from gpt2_onnx.config import ModelDims
-from gpt2_onnx.errors import InvalidInputError
+from gpt2_onnx.errors import InvalidInputError, RuntimeVersionError
 from gpt2_onnx.names import DECODE, present_name
 from gpt2_onnx.precisions import FP32_RULE
 from gpt2_onnx_exporters.reference import ReferenceModel
@@ -199,7 +200,7 @@ def test_fp16_is_copied_under_auto_and_refused_under_on(shared_export: Callable[
         LoadedExport.load(folder, ON)
 
 
-def test_where_it_cannot_apply(tiny_export: Path) -> None:
+def test_where_it_cannot_apply(tiny_export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert LoadedExport.load(tiny_export, RuntimeOptions(layout="merged")).steps.in_place  # auto: on here
     with pytest.raises(InvalidInputError, match="needs the merged layout"):
         LoadedExport.load(tiny_export, RuntimeOptions(layout="split", in_place_kv="on"))
@@ -209,6 +210,10 @@ def test_where_it_cannot_apply(tiny_export: Path) -> None:
         in_place_graph(graph, dims, "on", "cuda")
     assert in_place_graph(graph, dims, "auto", "cuda") is None
     assert in_place_graph(graph, dims, "off", "cpu") is None
+    monkeypatch.setattr(compatibility, "IN_PLACE_KV_MIN_ONNXRUNTIME", "99.0")  # an older runtime than it needs
+    with pytest.raises(RuntimeVersionError, match=r"needs onnxruntime >= 99\.0"):
+        in_place_graph(graph, dims, "on", "cpu")
+    assert in_place_graph(graph, dims, "auto", "cpu") is None
     with pytest.raises(InvalidInputError, match="in_place_kv must be one of"):
         RuntimeOptions(in_place_kv="sometimes")  # type: ignore[arg-type]
 
