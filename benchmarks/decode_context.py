@@ -12,14 +12,22 @@ choice), median over the generation's steps and then over rounds. PyTorch eager 
 the same prompts through the same greedy loop as ``bench``. Every system runs with the same intra-op threads; ONNX
 Runtime's threads do not spin between runs (so that they leave the cores to the next system at once), the same for
 both of its modes. Rounds rotate the systems' order. The machine may be shared: ratios measured side by side are
-what the figures say.
+what the figures say. PyTorch's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, unless set): on a
+machine whose cores other work keeps busy, spinning threads that wait for a descheduled peer at every operator's
+barrier made eager decode 40× slower than on a quiet machine (measured), which says nothing about PyTorch.
+
+Beside wall time, each of our steps' process CPU time is recorded (``process_time``: every thread's, so about
+twice the wall time on 2 busy threads): on a shared machine it shows the work a step does with less of the
+waiting for a core.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -29,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads its OpenMP runtime (see the docstring)
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
 
@@ -40,7 +49,8 @@ from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E40
 
 EAGER = "pytorch eager"
 NO_SPIN = {"session.intra_op.allow_spinning": "0"}
-Generate = Callable[[np.ndarray, int], GenerationTiming]
+# (prompt (1, C), new tokens) → each token's wall seconds after the first, and its process CPU seconds (or [])
+Generate = Callable[[np.ndarray, int], tuple[list[float], list[float]]]
 
 
 def _ours(folder: Path, in_place: str, threads: int) -> Generate:
@@ -49,12 +59,15 @@ def _ours(folder: Path, in_place: str, threads: int) -> Generate:
     if loaded.steps.in_place != (in_place == "on"):
         raise RuntimeError(f"{folder}: in_place_kv {in_place} was not applied")
 
-    def generate(ids: np.ndarray, new_tokens: int) -> GenerationTiming:
+    def generate(ids: np.ndarray, new_tokens: int) -> tuple[list[float], list[float]]:
         options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)
         generation = Generation(loaded, ids.tolist(), options)
-        start = time.perf_counter()
-        marks = [time.perf_counter() for _ in generation.steps()]
-        return GenerationTiming.from_marks(start, marks)
+        start, walls, cpus = time.perf_counter(), [], []
+        for _ in generation.steps():
+            walls.append(time.perf_counter())
+            cpus.append(time.process_time())
+        steps = GenerationTiming.from_marks(start, walls).step_s
+        return steps, [b - a for a, b in itertools.pairwise(cpus)]
 
     return generate
 
@@ -64,7 +77,7 @@ def _eager(model: str, seed: int, threads: int) -> Generate:
 
     system = EagerSystem(model, seed, threads, "cpu", "eager")
     system.load()
-    return system.generate
+    return lambda ids, new_tokens: (system.generate(ids, new_tokens).step_s, [])
 
 
 def systems(exports: Path, precisions: list[str], model: str, seed: int, threads: int) -> dict[str, Generate]:
@@ -75,23 +88,26 @@ def systems(exports: Path, precisions: list[str], model: str, seed: int, threads
     return found
 
 
-def measure(
-    chosen: dict[str, Generate], contexts: list[int], rounds: int, new_tokens: int, vocab: int
-) -> dict[str, dict[int, list[float]]]:
-    """ms/token medians per (system, context), one per round."""
+Found = dict[str, dict[str, dict[int, list[float]]]]  # "wall" / "cpu" → system → context → one median per round
+
+
+def measure(chosen: dict[str, Generate], contexts: list[int], rounds: int, new_tokens: int, vocab: int) -> Found:
+    """ms/token medians per (system, context), one per round: wall time, and process CPU time where recorded."""
     rng = np.random.default_rng(0)
     prompts = {c: rng.integers(0, vocab, (1, c)) for c in contexts}  # (1, C)
     names = list(chosen)
     for name in names:  # warm-up: every system, the longest context once
         chosen[name](prompts[max(contexts)], 4)
-    found: dict[str, dict[int, list[float]]] = {name: {c: [] for c in contexts} for name in names}
+    found: Found = {kind: {name: {c: [] for c in contexts} for name in names} for kind in ("wall", "cpu")}
     for index in range(rounds):
         order = names[index % len(names) :] + names[: index % len(names)]
         for context in contexts:
             for name in order:
                 time.sleep(0.2)  # the previous system's threads go idle
-                timing = chosen[name](prompts[context], new_tokens)
-                found[name][context].append(1000 * float(np.median(timing.step_s)))
+                walls, cpus = chosen[name](prompts[context], new_tokens)
+                found["wall"][name][context].append(1000 * float(np.median(walls)))
+                if cpus:
+                    found["cpu"][name][context].append(1000 * float(np.median(cpus)))
         print(f"round {index + 1}/{rounds} done", file=sys.stderr, flush=True)
     return found
 
@@ -109,8 +125,12 @@ def _versions() -> str:
     return f"onnxruntime {onnxruntime.__version__}, torch {torch.__version__}, transformers {transformers.__version__}"
 
 
-def report(found: dict[str, dict[int, list[float]]], contexts: list[int], settings: dict[str, object]) -> str:
-    med = {name: {c: float(np.median(v)) for c, v in by.items()} for name, by in found.items()}
+def _medians(by_system: dict[str, dict[int, list[float]]]) -> dict[str, dict[int, float]]:
+    return {name: {c: float(np.median(v)) for c, v in by.items()} for name, by in by_system.items() if all(by.values())}
+
+
+def report(found: Found, contexts: list[int], settings: dict[str, object]) -> str:
+    wall, cpu = _medians(found["wall"]), _medians(found["cpu"])
     first, last = contexts[0], contexts[-1]
     head = " | ".join(f"ms/token at {c}" for c in contexts)
     lines = [
@@ -119,16 +139,21 @@ def report(found: dict[str, dict[int, list[float]]], contexts: list[int], settin
         f"GPT-2-small dimensions (`{settings['model']}`, seed {settings['seed']}), batch 1, "
         f"{settings['threads']} intra-op threads, {settings['new_tokens']} new tokens after a prompt of each length, "
         f"{settings['rounds']} rounds interleaved in one process, medians. CPU: {settings['cpu']}; "
-        f"{settings['versions']}. The machine was shared with other work: read the ratios, measured side by side.",
+        f"{settings['versions']}; load average {settings['load']} on {settings['cores']} cores as it started: the "
+        "machine was shared with other work, so the wall times are this run's, and the ratios, measured side by "
+        "side, are what the figures say. CPU ms/token: the process's CPU time per step (every thread's).",
         "",
-        f"| system | {head} | {last} ÷ {first} | × eager at {first} | × eager at {last} |",
-        "| --- | " + " | ".join("---" for _ in contexts) + " | --- | --- | --- |",
+        f"| system | {head} | {last} ÷ {first} | × eager at {first} | × eager at {last} | "
+        f"CPU ms/token at {first} / {last} | CPU {last} ÷ {first} |",
+        "| --- | " + " | ".join("---" for _ in contexts) + " | --- | --- | --- | --- | --- |",
     ]
-    for name, by in med.items():
+    for name, by in wall.items():
         cells = " | ".join(f"{by[c]:.2f}" for c in contexts)
+        spent = cpu.get(name)
+        cpu_cells = f"{spent[first]:.2f} / {spent[last]:.2f} | {spent[last] / spent[first]:.2f}" if spent else "— | —"
         lines.append(
-            f"| {name} | {cells} | {by[last] / by[first]:.2f} | {by[first] / med[EAGER][first]:.2f} | "
-            f"{by[last] / med[EAGER][last]:.2f} |"
+            f"| {name} | {cells} | {by[last] / by[first]:.2f} | {by[first] / wall[EAGER][first]:.2f} | "
+            f"{by[last] / wall[EAGER][last]:.2f} | {cpu_cells} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -145,6 +170,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     contexts = [int(c) for c in args.contexts.split(",")]
+    load = os.getloadavg()[0]
     chosen = systems(args.exports, args.precisions.split(","), args.model, args.seed, args.threads)
     folder = args.exports / args.precisions.split(",")[0]
     vocab = ExportFolder.open(folder).manifest.dims.vocab_size
@@ -158,10 +184,18 @@ def main() -> None:
         "cpu": _cpu(),
         "machine": platform.machine(),
         "versions": _versions(),
+        "load": f"{load:.1f}",
+        "cores": os.cpu_count(),
     }
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = REPO / "benchmarks" / "results" / f"{stamp}-decode-context"
-    raw = {"settings": settings, "ms_per_token": {n: {str(c): v for c, v in by.items()} for n, by in found.items()}}
+    raw = {
+        "settings": settings,
+        "ms_per_token": {
+            kind: {name: {str(c): v for c, v in by.items()} for name, by in systems.items()}
+            for kind, systems in found.items()
+        },
+    }
     out.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n")
     text = report(found, contexts, settings)
     out.with_suffix(".md").write_text(text)

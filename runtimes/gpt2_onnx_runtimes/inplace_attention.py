@@ -40,7 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 from gpt2_onnx import compatibility
 from gpt2_onnx.config import ModelDims
 from gpt2_onnx.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
-from gpt2_onnx.names import ATTENTION_MASK, INPUT_IDS, past_name, present_name
+from gpt2_onnx.names import ATTENTION_MASK, INPUT_IDS, KvKind, past_name, present_name
 from gpt2_onnx.versions import version_tuple
 
 __all__ = ["InPlaceRefused", "in_place_attention", "in_place_graph", "refuse_in_place_split"]
@@ -119,10 +119,10 @@ def _heads_input(g: _Graph, name: str, layer: int) -> str:
     return g.made_by(transpose.input[0], "Reshape", layer).input[0]
 
 
-def _cache_input(g: _Graph, layer: int, kind: str) -> tuple[str, onnx.NodeProto]:
+def _cache_input(g: _Graph, layer: int, kind: KvKind) -> tuple[str, onnx.NodeProto]:
     """The new positions' (B, S, d) keys or values, and the Concat that makes ``present.{layer}.{kind}``."""
-    concat = g.made_by(present_name(layer, kind), "Concat", layer)  # type: ignore[arg-type]
-    if list(concat.input)[:1] != [past_name(layer, kind)] or len(concat.input) != 2:  # type: ignore[arg-type]
+    concat = g.made_by(present_name(layer, kind), "Concat", layer)
+    if list(concat.input)[:1] != [past_name(layer, kind)] or len(concat.input) != 2:
         raise g.refuse(layer, f"present.{layer}.{kind} is not the past followed by the new positions")
     return _heads_input(g, concat.input[1], layer), concat
 

@@ -4,7 +4,8 @@ Two layouts (:class:`RuntimeOptions.layout`):
 
     merged  one session over the generation graph that :mod:`gpt2_onnx_runtimes.generation_graph` builds from
             decode.onnx at load time: prefill is decode with an empty past. The weights are prepacked once, one
-            thread pool serves every step, and on the CPU the fp32 embedding is read from one map of the weights.
+            thread pool serves every step, and on the CPU the fp32 embedding is read from one map of the weights
+            and the KV cache is written in place (``in_place_kv``: gpt2_onnx_runtimes.inplace_attention).
     split   prefill.onnx and decode.onnx in a session each, as shipped (what C++, C# and onnxruntime-genai
             consumers run). On the CPU, fp32 sessions share one map of the weights with prepacking off
             (``share_weights``), else ONNX Runtime loads and prepacks each session's weights itself.
@@ -305,10 +306,11 @@ class LoadedExport:
         cls, folder: Path, manifest: Manifest, options: RuntimeOptions, decode: onnx.ModelProto
     ) -> LoadedExport:
         graph = last_position_logits(decode, manifest.graphs[DECODE].file)
-        in_place = in_place_graph(
+        rewritten = in_place_graph(
             graph, manifest.dims, options.in_place_kv, options.provider, manifest.graphs[DECODE].file
         )
-        graph = in_place or graph
+        in_place, graph = rewritten is not None, rewritten or graph
+        del rewritten
         shared: SharedWeights | None = None
         constants: dict[str, ort.OrtValue] = {}
         if _maps_embedding(options, manifest):
@@ -329,7 +331,7 @@ class LoadedExport:
             prefill_takes_past=True,
             constant_inputs=constants,
             label="merged",
-            in_place=in_place is not None,
+            in_place=in_place,
         )
         return cls(folder, manifest, options, steps, {}, shared if constants else None)
 
