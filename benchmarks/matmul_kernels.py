@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / folder) for folder in ("", "exporters", "runtimes")]  # this checkout's packages
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from peers_report import cpu_flags  # noqa: E402  # benchmarks/, beside this script
 

@@ -91,6 +91,14 @@ KINDS = (
         "`runtimes/gpt2_onnx_runtimes/kv_buffers.py`), interleaved in one process.",
     ),
     Kind(
+        "-decode-context",
+        "Decode as the context grows",
+        "`nice python benchmarks/decode_context.py --exports FOLDER`: decode ms/token after prompts of 128, 512 and "
+        "1,000 tokens, the KV cache copied into a new present every step (`in_place_kv` off) against written in place "
+        "(on, the default: `runtimes/gpt2_onnx_runtimes/inplace_attention.py`), beside PyTorch eager, interleaved in "
+        "one process.",
+    ),
+    Kind(
         "-floor",
         "The fp32 floor",
         "`benchmarks/weight_pass_floor.py`: the bare matrix products of a forward on the same weights, the speed no "

@@ -18,7 +18,12 @@ import onnx
 import pytest
 
 from gpt2_onnx.app.import_roots import import_roots
-from gpt2_onnx_core.compatibility import MERGED_LAYOUT_MIN_ONNXRUNTIME, OPTIMIZE_MIN_ONNXRUNTIME, min_onnxruntime_for
+from gpt2_onnx_core.compatibility import (
+    IN_PLACE_KV_MIN_ONNXRUNTIME,
+    MERGED_LAYOUT_MIN_ONNXRUNTIME,
+    OPTIMIZE_MIN_ONNXRUNTIME,
+    min_onnxruntime_for,
+)
 from gpt2_onnx_core.config import SUPPORTED_OPSETS
 from gpt2_onnx_core.errors import RuntimeVersionError
 from gpt2_onnx_core.precisions import FP32, PRECISIONS, precision_flag
@@ -99,7 +104,11 @@ def test_matrix_tables_are_consistent() -> None:
     assert opsets == set(SUPPORTED_OPSETS), "every supported opset is measured"
     for opset in SUPPORTED_OPSETS:  # every recorded minimum is a release the matrix runs, so CI confirms it
         assert min_onnxruntime_for(opset, False, FP32) in versions
-    minima = {"optimize": OPTIMIZE_MIN_ONNXRUNTIME, "merged layout": MERGED_LAYOUT_MIN_ONNXRUNTIME}
+    minima = {
+        "optimize": OPTIMIZE_MIN_ONNXRUNTIME,
+        "merged layout": MERGED_LAYOUT_MIN_ONNXRUNTIME,
+        "in-place KV cache": IN_PLACE_KV_MIN_ONNXRUNTIME,
+    }
     minima |= {precision.flag: precision.min_onnxruntime for precision in PRECISIONS}
     for feature, minimum in minima.items():  # the same for the variants' own minima
         assert minimum in versions, f"{feature}'s minimum {minimum} is no row of RUNTIMES"

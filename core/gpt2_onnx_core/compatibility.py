@@ -10,7 +10,13 @@ from __future__ import annotations
 from gpt2_onnx_core.precisions import Precision
 from gpt2_onnx_core.versions import version_tuple
 
-__all__ = ["MERGED_LAYOUT_MIN_ONNXRUNTIME", "OPSET_MIN_ONNXRUNTIME", "OPTIMIZE_MIN_ONNXRUNTIME", "min_onnxruntime_for"]
+__all__ = [
+    "IN_PLACE_KV_MIN_ONNXRUNTIME",
+    "MERGED_LAYOUT_MIN_ONNXRUNTIME",
+    "OPSET_MIN_ONNXRUNTIME",
+    "OPTIMIZE_MIN_ONNXRUNTIME",
+    "min_onnxruntime_for",
+]
 
 # The fp32 export per opset: 1.15 lacks Shape-19, 1.16 refuses opset 20 ("under development"), 1.17 refuses IR 10,
 # which opset 21 needs.
@@ -20,6 +26,9 @@ OPTIMIZE_MIN_ONNXRUNTIME = "1.20.0"
 # The merged layout loads its generation graph from memory with the weights file beside it
 # (session.model_external_initializers_file_folder_path); older releases cannot find the weights.
 MERGED_LAYOUT_MIN_ONNXRUNTIME = "1.21.0"
+# The in-place KV cache (RuntimeOptions.in_place_kv): the CPU's GroupQueryAttention with an attention bias input,
+# which left-padded batches need.
+IN_PLACE_KV_MIN_ONNXRUNTIME = "1.22.0"
 
 
 def min_onnxruntime_for(opset: int, optimize: bool, precision: Precision) -> str:

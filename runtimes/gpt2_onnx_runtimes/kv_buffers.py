@@ -20,12 +20,16 @@ as it needs and gives them back when its buffers are dropped, so the next reques
 instead of faulting fresh ones in during its prefill (a large ``np.empty`` is a new mapping each time, and each
 first write to a page costs a fault and the kernel's zeroing). Nothing is zero-filled: the graph reads only the
 past positions that a step has written, and reads them under the attention mask.
+
+The in-place generation graph (:class:`SharedKvBuffers`) needs neither the second buffer nor the swap: past and
+present are one (B, nh, capacity, hs) buffer, and a step writes only its new positions.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +37,7 @@ import numpy as np
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["BufferPool", "KvBuffers"]
+__all__ = ["BufferPool", "KvBuffers", "SharedKvBuffers"]
 
 
 class BufferPool:
@@ -160,3 +164,75 @@ class KvBuffers:
         """Cache tensor ``index`` as it stands, (B, nh, P, hs): a view, valid until the next step."""
         flat = self._buffers[self._current][index, : self.batch * self.n_head * self.length * self.head_dim]
         return flat.reshape(self.shape(self.length))
+
+
+class SharedKvBuffers:
+    """``count`` cache tensors of (batch, n_head, capacity, head_dim) float32 for the in-place generation graph
+    (:mod:`gpt2_onnx_runtimes.inplace_attention`): one buffer each, bound as both the past and the present, so a
+    step writes only its new positions (columns ``length`` … ``length + new - 1`` of every row and head) and no
+    present is ever copied. Half the memory of :class:`KvBuffers`.
+
+    Rows are ``n_head · capacity · head_dim`` floats apart, whatever the length; columns past ``length`` hold
+    whatever the memory held (never read: the graph reads the first ``length + new`` of each row).
+    """
+
+    def __init__(
+        self,
+        count: int,
+        batch: int,
+        n_head: int,
+        capacity: int,
+        head_dim: int,
+        max_batch: int | None = None,
+        pool: BufferPool | None = None,
+    ) -> None:
+        self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
+        self.max_batch = max(batch, max_batch or batch)
+        size = self.max_batch * n_head * capacity * head_dim
+        if pool is None:
+            pool = BufferPool(keep=0)
+        flat = pool.take(count * size)
+        self._buffer = flat[: count * size].reshape(count, size)  # (count, B·nh·C·hs)
+        weakref.finalize(self, pool.give, [flat])
+        self.length = 0  # positions in the past
+
+    def _tensors(self, batch: int) -> np.ndarray:
+        """(count, batch, nh, C, hs): a view of the buffer."""
+        used = self._buffer[:, : batch * self.n_head * self.capacity * self.head_dim]
+        return used.reshape(-1, batch, self.n_head, self.capacity, self.head_dim)
+
+    def _bind(self, bind: Callable[..., None], names: list[str]) -> None:
+        shape = [self.batch, self.n_head, self.capacity, self.head_dim]
+        for index, name in enumerate(names):
+            bind(name, "cpu", 0, np.float32, shape, self._buffer[index].ctypes.data)
+
+    def bind_past(self, binding: ort.IOBinding, names: list[str]) -> None:
+        """Bind the buffers (B, nh, C, hs) as the inputs ``names``: the first ``length`` columns are the past."""
+        self._bind(binding.bind_input, names)
+
+    def bind_present(self, binding: ort.IOBinding, names: list[str], new: int) -> None:
+        """Bind the same buffers as the outputs ``names``: the step writes columns ``length`` … ``length + new - 1``."""
+        if self.length + new > self.capacity:
+            raise ValueError(f"the KV cache holds {self.capacity} positions; {self.length + new} asked for")
+        self._bind(binding.bind_output, names)
+
+    def advance(self, new: int) -> None:
+        """After a run: the positions just written join the past."""
+        self.length += new
+
+    def reorder(self, rows: np.ndarray) -> None:
+        """Make row r of the past row ``rows[r]`` of the past as it stands (``len(rows)`` rows from now on); only
+        the past's columns move."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) > self.max_batch or (rows.size and (rows.min() < 0 or rows.max() >= self.batch)):
+            raise ValueError(f"cannot reorder {self.batch} cache rows into {rows.tolist()} (room for {self.max_batch})")
+        if len(rows) == self.batch and np.array_equal(rows, np.arange(self.batch)):
+            return
+        past = self._tensors(self.batch)[:, :, :, : self.length]  # (count, B, nh, P, hs)
+        moved = past[:, rows]  # (count, R, nh, P, hs): a copy, so that rows may move onto each other
+        self._tensors(len(rows))[:, :, :, : self.length] = moved
+        self.batch = len(rows)
+
+    def past(self, index: int) -> np.ndarray:
+        """Cache tensor ``index`` as it stands, (B, nh, P, hs): a contiguous copy."""
+        return np.ascontiguousarray(self._tensors(self.batch)[index, :, :, : self.length])

@@ -5,6 +5,10 @@ allocated on the device (on CUDA they stay in GPU memory), or, on the CPU when t
 (``capacity``), the runtime's own double buffers (:mod:`gpt2_onnx_runtimes.kv_buffers`), so that memory stays
 fixed. Only the small token inputs go in from the host and only the logits come back to it. The same code serves
 both providers and both session layouts (:class:`StepSessions`), so the CPU tests exercise the CUDA path's logic.
+
+When the generation graph writes the cache in place (``StepSessions.in_place``) and the length is known, one
+buffer per cache tensor is both the past and the present (:class:`SharedKvBuffers`): a step writes its new
+positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.names import (
     ATTENTION_MASK,
     DECODE,
@@ -24,7 +29,7 @@ from gpt2_onnx_core.names import (
     past_names,
     present_names,
 )
-from gpt2_onnx_runtimes.kv_buffers import KvBuffers
+from gpt2_onnx_runtimes.kv_buffers import KvBuffers, SharedKvBuffers
 from gpt2_onnx_runtimes.kv_reorder import reorder_past
 from gpt2_onnx_runtimes.session import onnxruntime_errors
 
@@ -57,7 +62,7 @@ class KvCacheRunner:
         self._device_id = loaded.options.device_id
         self._past: list[ort.OrtValue] | None = None
         self._capacity = capacity if self._device == "cpu" else None
-        self._buffers: KvBuffers | None = None
+        self._buffers: KvBuffers | SharedKvBuffers | None = None
         self._max_batch = max_batch
         self.past_length = 0
 
@@ -77,7 +82,8 @@ class KvCacheRunner:
         empty = None
         batch = input_ids.shape[0]
         if self._capacity is not None:
-            self._buffers = KvBuffers(
+            kind = SharedKvBuffers if self._steps.in_place else KvBuffers
+            self._buffers = kind(
                 len(self._past_names),
                 batch,
                 self._dims.n_head,
@@ -96,6 +102,11 @@ class KvCacheRunner:
         """Feed new tokens (B, N) after the cached ones; returns the next-token logits of the last one, (B, V)."""
         if self._past is None and self._buffers is None:
             raise RuntimeError("decode() before prefill()")
+        if self._steps.in_place and input_ids.shape[1] > 1 and input_ids.shape[0] > 1:
+            raise InvalidInputError(
+                "the in-place KV cache takes several new tokens after a past in a batch of one only "
+                "(GroupQueryAttention's rule); feed one token per row, or load with in_place_kv 'off'"
+            )
         logits = self._run(DECODE, input_ids, attention_mask, position_ids, past=self._past)
         self.past_length += input_ids.shape[1]
         return logits

@@ -4,7 +4,8 @@ Two layouts (:class:`RuntimeOptions.layout`):
 
     merged  one session over the generation graph that :mod:`gpt2_onnx_runtimes.generation_graph` builds from
             decode.onnx at load time: prefill is decode with an empty past. The weights are prepacked once, one
-            thread pool serves every step, and on the CPU the fp32 embedding is read from one map of the weights.
+            thread pool serves every step, and on the CPU the fp32 embedding is read from one map of the weights
+            and the KV cache is written in place (``in_place_kv``: gpt2_onnx_runtimes.inplace_attention).
     split   prefill.onnx and decode.onnx in a session each, as shipped (what C++, C# and onnxruntime-genai
             consumers run). On the CPU, fp32 sessions share one map of the weights with prepacking off
             (``share_weights``), else ONNX Runtime loads and prepacks each session's weights itself.
@@ -46,6 +47,7 @@ from gpt2_onnx_core.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.inplace_attention import in_place_graph, refuse_in_place_split
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
@@ -59,8 +61,10 @@ __all__ = ["LoadedExport", "RuntimeOptions", "SessionLayout", "StepSessions", "c
 log = logging.getLogger(__name__)
 
 SessionLayout = Literal["auto", "merged", "split"]
+InPlaceKv = Literal["auto", "on", "off"]
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 _LAYOUTS = ("auto", "merged", "split")
+_IN_PLACE = ("auto", "on", "off")
 _WEIGHTS_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime session config key
 
 
@@ -81,12 +85,20 @@ class RuntimeOptions:
     share_weights: bool = True
     # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx_core.integrity).
     integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
+    # The KV cache written in place (gpt2_onnx_runtimes.inplace_attention): the generation graph's attention is
+    # GroupQueryAttention over one fixed-capacity buffer per cache tensor, so a decode step writes its new position
+    # instead of copying the whole past. auto: where it applies (merged layout, CPU, a float32 cache: fp32, int8,
+    # int4 and --optimize graphs, onnxruntime >= IN_PLACE_KV_MIN_ONNXRUNTIME); on: refuse where it does not;
+    # off: decode.onnx's own attention, which concatenates the past into a new present every step.
+    in_place_kv: InPlaceKv = "auto"
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
             raise InvalidInputError(f"graph_optimization must be one of {', '.join(_OPT_LEVELS)}")
         if self.layout not in _LAYOUTS:
             raise InvalidInputError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{self.layout}'")
+        if self.in_place_kv not in _IN_PLACE:
+            raise InvalidInputError(f"in_place_kv must be one of {', '.join(_IN_PLACE)}, got '{self.in_place_kv}'")
         for name in ("intra_op_threads", "inter_op_threads"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -219,6 +231,9 @@ class StepSessions:
     prefill_takes_past: bool
     constant_inputs: Mapping[str, ort.OrtValue] = field(default_factory=dict)
     label: str = "split"
+    # The generation graph writes the cache in place (gpt2_onnx_runtimes.inplace_attention): bound to one buffer,
+    # past and present are (B, nh, capacity, hs); bound to separate ones, it concatenates as decode.onnx does.
+    in_place: bool = False
 
     def session(self, kind: GraphKind) -> ort.InferenceSession:
         return self.prefill if kind == PREFILL else self.decode
@@ -266,6 +281,8 @@ class LoadedExport:
         folder, manifest = export.path, export.manifest
         graphs = check_folder(folder, manifest, options)
         layout = resolve_layout(options)
+        if layout == "split":
+            refuse_in_place_split(options.in_place_kv)
         loaded = cls._merged(folder, manifest, options, graphs[DECODE]) if layout == "merged" else None
         if loaded is None:
             loaded = cls._split(folder, manifest, options, graphs)
@@ -289,6 +306,11 @@ class LoadedExport:
         cls, folder: Path, manifest: Manifest, options: RuntimeOptions, decode: onnx.ModelProto
     ) -> LoadedExport:
         graph = last_position_logits(decode, manifest.graphs[DECODE].file)
+        rewritten = in_place_graph(
+            graph, manifest.dims, options.in_place_kv, options.provider, manifest.graphs[DECODE].file
+        )
+        in_place, graph = rewritten is not None, rewritten or graph
+        del rewritten
         shared: SharedWeights | None = None
         constants: dict[str, ort.OrtValue] = {}
         if _maps_embedding(options, manifest):
@@ -303,7 +325,14 @@ class LoadedExport:
         session = _create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
         page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
-        steps = StepSessions(session, session, prefill_takes_past=True, constant_inputs=constants, label="merged")
+        steps = StepSessions(
+            session,
+            session,
+            prefill_takes_past=True,
+            constant_inputs=constants,
+            label="merged",
+            in_place=in_place,
+        )
         return cls(folder, manifest, options, steps, {}, shared if constants else None)
 
     @staticmethod

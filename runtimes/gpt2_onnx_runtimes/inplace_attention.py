@@ -1,0 +1,312 @@
+"""The in-place KV cache's graph: each layer's attention of the generation graph becomes one GroupQueryAttention
+whose past and present are the same fixed-capacity buffer, so a step writes only its new positions.
+
+decode.onnx concatenates the past with the new keys and values and returns the whole result as ``present.*``: each
+token copies the entire cache (at 1,000 positions, GPT-2-small's float32 cache is 75 MB), so decode slows down as
+the context grows. ONNX Runtime's com.microsoft GroupQueryAttention (kv_num_heads = num_heads: plain multi-head
+attention) takes a past of ``capacity`` positions and, when the present is bound to the same memory, writes the
+new positions into it and reads only the first ``total_sequence_length`` positions of each row
+(onnxruntime-genai's past-present buffer sharing):
+
+    q (B, S, d) ─ Reshape ─ Transpose ─ MatMul ─ Mul(scale) ─ Add(mask bias) ─ Softmax ─ MatMul ─ Transpose ─ Reshape
+    k (B, S, d) ─ Reshape ─ Transpose ─ Concat(past_key) ─ present.{i}.key ─ Transpose ┘            │        (B, S, d)
+    v (B, S, d) ─ Reshape ─ Transpose ─ Concat(past_value) ─ present.{i}.value ───────────────────────┘
+                                          becomes
+    GroupQueryAttention(q, k, v, past_key, past_value, seqlens_k, total_sequence_length, attention_bias=mask bias)
+        ─► (B, S, d), present.{i}.key, present.{i}.value      (past and present bound to one (B, nh, C, hs) buffer)
+
+The cache keeps the runtime's layout: rows left-padded to one width W (the attention mask's), every row's new token
+at column W - 1. So every row's ``seqlens_k`` is W - 1 and ``total_sequence_length`` is W (both computed in the
+graph from the mask's shape), and the padding is masked by the graph's own additive bias (B, 1, S, W), the same
+tensor the replaced nodes added: a masked position scores the float32 minimum and gets probability 0, as before.
+The inputs keep decode.onnx's names; only the past and present now have ``capacity`` positions (dimension 2), of
+which the first W - S are the past. With a past, the kernel takes S > 1 new positions only in a batch of one.
+
+fp32, int8 and int4 graphs compute attention in float32 and are rewritten; ``--optimize``'s MultiHeadAttention
+too. fp16 graphs cast the float32 cache to float16 and back around the attention, so their present is a Cast's
+output that cannot share the past's buffer: they are refused (:class:`InPlaceRefused`), like any graph whose
+attention is not shaped as this tool exports it. ModelProto in, ModelProto out; the input is not modified.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from gpt2_onnx_core import compatibility
+from gpt2_onnx_core.config import ModelDims
+from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
+from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, KvKind, past_name, present_name
+from gpt2_onnx_core.versions import version_tuple
+
+__all__ = ["InPlaceRefused", "in_place_attention", "in_place_graph", "refuse_in_place_split"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "/generation/in_place"  # names of what the transform adds
+_MS = "com.microsoft"
+
+
+class InPlaceRefused(ManifestError):
+    """The graph's attention cannot be rewritten to write the cache in place (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """One layer's attention as decode.onnx computes it: what GroupQueryAttention takes and what it replaces."""
+
+    query: str  # (B, S, d)
+    key: str  # (B, S, d), before the heads are split
+    value: str  # (B, S, d)
+    bias: str  # (B, 1, S, W): 0 where attended, the float32 minimum elsewhere
+    output: str  # (B, S, d): what the output projection reads
+    scale: float
+    replaced: tuple[onnx.NodeProto, ...]  # the nodes producing output and the presents
+
+
+class _Graph:
+    """Lookups over a graph: producers and consumers by tensor name, constants by name."""
+
+    def __init__(self, graph: onnx.GraphProto, what: str) -> None:
+        self.graph, self.what = graph, what
+        self.producer = {name: node for node in graph.node for name in node.output}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        self.initializers = {tensor.name: tensor for tensor in graph.initializer}
+
+    def refuse(self, layer: int, why: str) -> InPlaceRefused:
+        return InPlaceRefused(f"{self.what}: layer {layer}'s attention cannot write the cache in place: {why}")
+
+    def made_by(self, name: str, op: str, layer: int) -> onnx.NodeProto:
+        node = self.producer.get(name)
+        if node is None or node.op_type != op:
+            found = "a graph input" if node is None else f"a {node.op_type} node"
+            raise self.refuse(layer, f"'{name}' comes from {found}, not {op}")
+        return node
+
+    def consumer(self, name: str, op: str, layer: int, index: int | None = None) -> onnx.NodeProto:
+        found = [
+            n for n in self.consumers.get(name, []) if n.op_type == op and (index is None or n.input[index] == name)
+        ]
+        if len(found) != 1:
+            raise self.refuse(layer, f"'{name}' feeds {len(found)} {op} nodes, not one")
+        return found[0]
+
+    def constant(self, name: str) -> np.ndarray | None:
+        if name in self.initializers:
+            return numpy_helper.to_array(self.initializers[name])
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "Constant":
+            return numpy_helper.to_array(node.attribute[0].t)
+        return None
+
+
+def _perm(node: onnx.NodeProto) -> list[int]:
+    return next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), [])
+
+
+def _heads_input(g: _Graph, name: str, layer: int) -> str:
+    """The (B, S, d) tensor that Reshape and Transpose(0, 2, 1, 3) turn into ``name`` (B, nh, S, hs)."""
+    transpose = g.made_by(name, "Transpose", layer)
+    if _perm(transpose) != [0, 2, 1, 3]:
+        raise g.refuse(layer, f"'{name}' is not a heads-first Transpose")
+    return g.made_by(transpose.input[0], "Reshape", layer).input[0]
+
+
+def _cache_input(g: _Graph, layer: int, kind: KvKind) -> tuple[str, onnx.NodeProto]:
+    """The new positions' (B, S, d) keys or values, and the Concat that makes ``present.{layer}.{kind}``."""
+    concat = g.made_by(present_name(layer, kind), "Concat", layer)
+    if list(concat.input)[:1] != [past_name(layer, kind)] or len(concat.input) != 2:
+        raise g.refuse(layer, f"present.{layer}.{kind} is not the past followed by the new positions")
+    return _heads_input(g, concat.input[1], layer), concat
+
+
+def _plain_attention(g: _Graph, layer: int, head_size: int) -> tuple[str, str, str, float, onnx.NodeProto]:
+    """MatMul ─ Mul ─ Add ─ Softmax ─ MatMul ─ Transpose ─ Reshape: (query, bias, output, scale, the Reshape)."""
+    del head_size  # the scale is the graph's own constant
+    probs_v = g.consumer(present_name(layer, "value"), "MatMul", layer, index=1)
+    add = g.made_by(g.made_by(probs_v.input[0], "Softmax", layer).input[0], "Add", layer)
+    mul_side = [i for i, name in enumerate(add.input) if getattr(g.producer.get(name), "op_type", "") == "Mul"]
+    if len(mul_side) != 1:
+        raise g.refuse(layer, "the mask bias is not added to one scaled product")
+    mul, bias = g.producer[add.input[mul_side[0]]], add.input[1 - mul_side[0]]
+    constants = [(name, g.constant(name)) for name in mul.input]
+    scale = next((value for _, value in constants if value is not None and value.size == 1), None)
+    scores_name = next((name for name, value in constants if value is None), "")
+    if scale is None or not scores_name:
+        raise g.refuse(layer, "the attention scale is not a constant")
+    scores = g.made_by(scores_name, "MatMul", layer)
+    key_t = g.made_by(scores.input[1], "Transpose", layer)
+    if key_t.input[0] != present_name(layer, "key") or _perm(key_t) != [0, 1, 3, 2]:
+        raise g.refuse(layer, "the scores do not read the present keys")
+    transpose = g.consumer(probs_v.output[0], "Transpose", layer)
+    if _perm(transpose) != [0, 2, 1, 3]:
+        raise g.refuse(layer, "the attention's output is not transposed back to (B, S, nh, hs)")
+    reshape = g.consumer(transpose.output[0], "Reshape", layer)
+    return _heads_input(g, scores.input[0], layer), bias, reshape.output[0], float(scale.reshape(())), reshape
+
+
+def _fused_attention(g: _Graph, layer: int, head_size: int) -> tuple[str, str, str, float, onnx.NodeProto] | None:
+    """--optimize's MultiHeadAttention reading the presents: (query, bias, output, scale, the node), or None."""
+    for node in g.graph.node:
+        if node.op_type == "MultiHeadAttention" and node.domain == _MS and len(node.input) >= 6:
+            reads = {_source(g, node.input[1]), _source(g, node.input[2])}
+            if reads == {present_name(layer, "key"), present_name(layer, "value")}:
+                if node.input[3] or node.input[4]:
+                    raise g.refuse(layer, "its MultiHeadAttention takes a bias or a key padding mask")
+                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+                scale = float(attrs.get("scale", 0.0)) or head_size**-0.5
+                return node.input[0], node.input[5], node.output[0], scale, node
+    return None
+
+
+def _source(g: _Graph, name: str) -> str:
+    """The tensor that Transposes and Reshapes (layout changes only) made ``name`` from."""
+    node = g.producer.get(name)
+    while node is not None and node.op_type in ("Transpose", "Reshape"):
+        name = node.input[0]
+        node = g.producer.get(name)
+    return name
+
+
+def _attention(g: _Graph, layer: int, head_size: int) -> _Attention:
+    key, concat_k = _cache_input(g, layer, "key")
+    value, concat_v = _cache_input(g, layer, "value")
+    found = _fused_attention(g, layer, head_size) or _plain_attention(g, layer, head_size)
+    query, bias, output, scale, last = found
+    return _Attention(query, key, value, bias, output, scale, (concat_k, concat_v, last))
+
+
+def _lengths(graph: onnx.GraphProto) -> tuple[str, str]:
+    """Nodes computing ``total_sequence_length`` = W (the mask's width) and ``seqlens_k`` = W - 1 for every row,
+    both int32: the runtime's rows are left-padded to one width."""
+    p = _PREFIX
+    consts = {"one": np.array([1], np.int64), "last": np.array([1], np.int64), "first": np.array([0], np.int64)}
+    graph.initializer.extend(numpy_helper.from_array(v, f"{p}/{k}") for k, v in consts.items())
+    nodes = [
+        helper.make_node("Shape", [ATTENTION_MASK], [f"{p}/mask_shape"], name=f"{p}/mask_shape"),  # (2,): B, W
+        helper.make_node("Gather", [f"{p}/mask_shape", f"{p}/last"], [f"{p}/width"], name=f"{p}/width", axis=0),
+        helper.make_node("Shape", [INPUT_IDS], [f"{p}/ids_shape"], name=f"{p}/ids_shape"),
+        helper.make_node("Gather", [f"{p}/ids_shape", f"{p}/first"], [f"{p}/batch"], name=f"{p}/batch", axis=0),
+        helper.make_node("Sub", [f"{p}/width", f"{p}/one"], [f"{p}/past"], name=f"{p}/past"),  # (1,): W - 1
+        helper.make_node("Expand", [f"{p}/past", f"{p}/batch"], [f"{p}/seqlens64"], name=f"{p}/seqlens64"),  # (B,)
+        helper.make_node("Cast", [f"{p}/seqlens64"], [f"{p}/seqlens_k"], name=f"{p}/seqlens_k", to=TensorProto.INT32),
+        helper.make_node("Squeeze", [f"{p}/width"], [f"{p}/width_scalar"], name=f"{p}/width_scalar"),  # ()
+        helper.make_node("Cast", [f"{p}/width_scalar"], [f"{p}/total"], name=f"{p}/total", to=TensorProto.INT32),
+    ]
+    existing = list(graph.node)
+    del graph.node[:]
+    graph.node.extend([*nodes, *existing])  # graph inputs only: they may come first
+    return f"{p}/seqlens_k", f"{p}/total"
+
+
+def _live_only(graph: onnx.GraphProto) -> None:
+    """Drop the nodes and initializers no graph output depends on any more."""
+    producer = {name: node for node in graph.node for name in node.output}
+    needed = [value.name for value in graph.output]
+    seen: set[str] = set()
+    while needed:
+        name = needed.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = producer.get(name)
+        if node is not None:
+            needed.extend(n for n in node.input if n)
+    kept = [node for node in graph.node if any(name in seen for name in node.output)]
+    del graph.node[:]
+    graph.node.extend(kept)
+    unused = [tensor for tensor in graph.initializer if tensor.name not in seen]
+    for tensor in unused:
+        graph.initializer.remove(tensor)
+
+
+def in_place_attention(model: onnx.ModelProto, dims: ModelDims, what: str = "decode.onnx") -> onnx.ModelProto:
+    """``model`` (the generation graph) with every layer's attention a GroupQueryAttention whose past and present
+    can share one buffer (see the module docstring).
+
+    Raises :class:`InPlaceRefused` when a layer's attention is not shaped as this tool's fp32, int8, int4 or
+    --optimize graphs shape it (fp16's casts around the cache among them).
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    g = _Graph(graph, what)
+    if any(node.op_type == "Cast" for node in g.consumers.get(past_name(0, "key"), [])):
+        raise g.refuse(
+            0,
+            "the cache is cast to another type around it (fp16), so its present cannot be written "
+            "into the past's buffer",
+        )
+    layers = [_attention(g, layer, dims.head_dim) for layer in range(dims.n_layer)]
+    seqlens, total = _lengths(graph)
+    # Nodes are known by their first output (graphs are SSA; protobuf hands out a new wrapper at each access).
+    gqa = {found.output: _gqa_node(layer, found, dims.n_head, seqlens, total) for layer, found in enumerate(layers)}
+    gone = {node.output[0] for found in layers for node in found.replaced[:-1]}
+    nodes = [gqa.get(node.output[0], node) for node in graph.node if node.output[0] not in gone]  # in place
+    del graph.node[:]
+    graph.node.extend(nodes)
+    _live_only(graph)
+    if not any(opset.domain == _MS for opset in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(_MS, 1))
+    return out
+
+
+def _gqa_node(layer: int, found: _Attention, n_head: int, seqlens: str, total: str) -> onnx.NodeProto:
+    inputs = [found.query, found.key, found.value, past_name(layer, "key"), past_name(layer, "value"), seqlens, total]
+    return helper.make_node(
+        "GroupQueryAttention",
+        [*inputs, "", "", "", found.bias],  # no rotary cos/sin, no position ids; the mask bias
+        [found.output, present_name(layer, "key"), present_name(layer, "value")],
+        name=f"{_PREFIX}/layers.{layer}/GroupQueryAttention",
+        domain=_MS,
+        num_heads=n_head,
+        kv_num_heads=n_head,  # every head has its own keys and values: plain multi-head attention
+        scale=found.scale,
+    )
+
+
+def refuse_in_place_split(mode: str) -> None:
+    """``in_place_kv`` 'on' in the split layout: refused (InvalidInputError); 'auto' there means off."""
+    if mode == "on":
+        raise InvalidInputError(
+            "in_place_kv 'on' needs the merged layout: the split layout runs the folder's two graphs as shipped, "
+            "which concatenate the past into a new present every step"
+        )
+
+
+def in_place_graph(
+    graph: onnx.ModelProto, dims: ModelDims, mode: str, provider: str, what: str = "decode.onnx"
+) -> onnx.ModelProto | None:
+    """The generation graph rewritten to write the cache in place, or None where ``mode`` (``in_place_kv``) is
+    'off', or 'auto' and it does not apply; 'on' where it does not apply raises the reason."""
+    import onnxruntime as ort
+
+    if mode == "off":
+        return None
+    minimum = compatibility.IN_PLACE_KV_MIN_ONNXRUNTIME
+    if provider != "cpu":
+        reason: Gpt2OnnxError = InvalidInputError(
+            f"in_place_kv 'on' runs on the CPU provider only, not {provider}: the runtime's fixed-capacity cache "
+            "buffers are host memory, and CUDA's GroupQueryAttention takes no float32"
+        )
+    elif version_tuple(ort.__version__) < version_tuple(minimum):
+        reason = RuntimeVersionError(
+            f"in_place_kv 'on' needs onnxruntime >= {minimum} (GroupQueryAttention with an attention bias on the "
+            f"CPU), but {ort.__version__} is installed"
+        )
+    else:
+        try:
+            return in_place_attention(graph, dims, what)
+        except InPlaceRefused as exc:
+            reason = exc
+    if mode == "on":
+        raise reason
+    log.info("the KV cache is copied every step, not written in place: %s", reason)
+    return None
