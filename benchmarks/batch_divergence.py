@@ -29,7 +29,7 @@ from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Upda
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions  # noqa: E402
 from gpt2_onnx_runtimes.decoding import MAX_TOP_LOGPROBS  # noqa: E402
 from gpt2_onnx_runtimes.generation import GenerationOptions  # noqa: E402
-from gpt2_onnx_runtimes.session import RuntimeOptions  # noqa: E402
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions  # noqa: E402
 
 
 def run(engine: BatchEngine, specs: list[CompletionSpec]) -> list[list[ChoiceUpdate]]:

@@ -49,7 +49,8 @@ def _ours(export: Path, threads: int, beams: int) -> Callable[[list[list[int]], 
     from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
     from gpt2_onnx_runtimes.options import GenerationOptions
     from gpt2_onnx_runtimes.processors import ProcessorChain
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     loaded = LoadedExport.load(export, RuntimeOptions(provider="cpu", intra_op_threads=threads, inter_op_threads=1))
     reorders: list[float] = []

@@ -45,7 +45,8 @@ from gpt2_onnx_core.bench_protocol import GenerationTiming  # noqa: E402  # afte
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
 from gpt2_onnx_runtimes.generation import Generation  # noqa: E402
 from gpt2_onnx_runtimes.options import GenerationOptions  # noqa: E402
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E402
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions  # noqa: E402
+from gpt2_onnx_runtimes.session import LoadedExport  # noqa: E402
 
 EAGER = "pytorch eager"
 NO_SPIN = {"session.intra_op.allow_spinning": "0"}

@@ -55,7 +55,8 @@ def _measure(folder: Path, model: Any, tokens: list[int]) -> list[dict[str, Any]
     from gpt2_onnx_core.names import DECODE, LOGITS, past_names, present_names
     from gpt2_onnx_exporters.reference import ReferenceModel
     from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     reference = ReferenceModel(model)
     ids = np.array([tokens], dtype=np.int64)  # (1, T)

@@ -45,7 +45,8 @@ def tokens_in_process(python: str, system: Sequence[str], settings: BenchSetting
 
 def _ours(folder: Path, ids: list[list[int]], new_tokens: int, threads: int) -> list[int]:
     from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     loaded = LoadedExport.load(folder, RuntimeOptions(provider="cpu", intra_op_threads=threads, inter_op_threads=1))
     options = GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)

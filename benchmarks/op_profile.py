@@ -29,10 +29,10 @@ sys.path[:0] = [sys.argv[1] + folder for folder in ("", "/core", "/exporters", "
 from gpt2_onnx_runtimes import session as S
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 folder, prefix, new_tokens, threads, layout = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-plain = S._session_options
+plain = S.session_options_for
 def profiled(options):
     so = plain(options); so.enable_profiling = True; so.profile_file_prefix = prefix; return so
-S._session_options = profiled
+S.session_options_for = profiled
 loaded = S.LoadedExport.load(folder, S.RuntimeOptions(intra_op_threads=threads, inter_op_threads=1, layout=layout))
 ids = np.random.default_rng(0).integers(0, loaded.manifest.dims.vocab_size, (1, 128), dtype=np.int64)
 walls = {"prefill": [], "decode": []}

@@ -37,7 +37,8 @@ from gpt2_onnx_core.config import ExportOptions  # noqa: E402
 from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
 from gpt2_onnx_core.precisions import MatMulKernel, precision_flag  # noqa: E402
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions  # noqa: E402
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions  # noqa: E402
+from gpt2_onnx_runtimes.session import LoadedExport  # noqa: E402
 
 CHECKPOINT = REPO / "checkpoints" / "pydocs-tiny"
 

@@ -26,7 +26,8 @@ from gpt2_onnx_runtimes.generation import Generation
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.options import GenerationOptions
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 
 MODES = ("before", "after")
 

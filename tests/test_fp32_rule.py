@@ -18,7 +18,8 @@ from gpt2_onnx_core.parity import arithmetic_limit, compare_logits
 from gpt2_onnx_core.precisions import FP32_RULE, tolerance_for
 from gpt2_onnx_core.tolerances import ArithmeticRule
 from gpt2_onnx_runtimes.golden_check import check_golden
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests import faults
 
 SCALES = [1.0, 10.0, 40.0, 100.0]  # ln_f.weight × scale: the tiny checkpoint's logits ±1.2 become ±118 at × 100

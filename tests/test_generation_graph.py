@@ -17,7 +17,8 @@ from gpt2_onnx_runtimes.generate import generate_ids
 from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests.helpers import load_graph
 
 MERGED = RuntimeOptions(layout="merged")

@@ -23,12 +23,14 @@ from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.export_folder import ExportFolder
-from gpt2_onnx_runtimes.generation import GenerationOptions, generate_ids
+from gpt2_onnx_runtimes.generate import generate_ids
+from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.generation_graph import last_position_logits
 from gpt2_onnx_runtimes.inplace_attention import InPlaceRefused, in_place_attention, in_place_graph
 from gpt2_onnx_runtimes.kv_buffers import SharedKvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests.helpers import load_graph
 
 ON = RuntimeOptions(layout="merged", in_place_kv="on")

@@ -12,7 +12,8 @@ from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.names import GRAPHS
 from gpt2_onnx_runtimes.generate import generate_ids
 from gpt2_onnx_runtimes.generation import GenerationOptions
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 
 TABLE = "transformer.wte.weight"

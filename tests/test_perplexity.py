@@ -121,7 +121,8 @@ def test_export_equals_source_on_the_tiny_model(
 ) -> None:
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
     from gpt2_onnx_runtimes.export_folder import ExportFolder
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     export = ExportFolder.open(tiny_export)
     text = read_for_export(text_file, export, window, stride)
@@ -144,7 +145,8 @@ def test_export_equals_source_on_the_trained_checkpoint(pydocs_export: Path, tmp
     from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
     from gpt2_onnx_exporters.source import load_source
     from gpt2_onnx_runtimes.export_folder import ExportFolder
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     part = tmp_path / "heldout-part.txt"  # the held-out text's first 6,000 characters: a few windows, fast
     part.write_text((PYDOCS / "heldout.txt").read_text(encoding="utf-8")[:6000], encoding="utf-8")

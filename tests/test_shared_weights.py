@@ -16,7 +16,8 @@ from gpt2_onnx_core.errors import ManifestError
 from gpt2_onnx_core.names import DECODE, PREFILL
 from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.shared_weights import SharedWeights
 
 
@@ -96,7 +97,8 @@ def test_inconsistent_length_is_refused(tiny_export: Path) -> None:
 
 _RSS_SCRIPT = """
 import sys, numpy as np
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx.app.bench.memory import memory_snapshot
 loaded = LoadedExport.load(sys.argv[1], RuntimeOptions(intra_op_threads=2, layout=sys.argv[2]))

@@ -41,7 +41,8 @@ from gpt2_onnx_exporters.tokenizer_files import save_tokenizer_files
 from gpt2_onnx_exporters.trace import TraceCache
 from gpt2_onnx_exporters.variants import GraphVariant
 from gpt2_onnx_runtimes.golden_check import golden_from_export
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["ExportResult", "SharedExportWork", "export_model"]
 

@@ -14,7 +14,7 @@ from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
-from gpt2_onnx_runtimes.session import RuntimeOptions, SessionLayout
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, SessionLayout
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 __all__ = [

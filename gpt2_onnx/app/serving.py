@@ -40,7 +40,7 @@ from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAIT
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.providers import ProviderName, ensure_provider_loadable
-from gpt2_onnx_runtimes.session import RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 
 __all__ = [
     "APP_NAME",

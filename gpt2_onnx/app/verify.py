@@ -25,7 +25,8 @@ from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.golden_check import check_golden
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["verify_export"]
 

@@ -17,7 +17,7 @@ __all__ = ["GenerationOptions", "GenerationResult", "Gpt2Onnx", "RuntimeOptions"
 if TYPE_CHECKING:
     from gpt2_onnx_runtimes.api import Gpt2Onnx
     from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
-    from gpt2_onnx_runtimes.session import RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 
 
 def __getattr__(name: str) -> Any:  # lazy: importing runtimes costs nothing until used
@@ -30,7 +30,7 @@ def __getattr__(name: str) -> Any:  # lazy: importing runtimes costs nothing unt
 
         return getattr(generation, name)
     if name == "RuntimeOptions":
-        from gpt2_onnx_runtimes.session import RuntimeOptions
+        from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 
         return RuntimeOptions
     raise AttributeError(name)

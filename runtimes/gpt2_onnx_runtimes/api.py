@@ -25,7 +25,8 @@ from gpt2_onnx_runtimes.generation import Generation, GenerationOptions, Generat
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
 from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.prompt_checks import check_prompt_text
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.streaming import TextStream
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 from gpt2_onnx_runtimes.validation import validate_feeds

@@ -40,8 +40,10 @@ from gpt2_onnx_runtimes.decoding import EndRule, TokenChooser, new_rows, seed_of
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
+from gpt2_onnx_runtimes.ort_sessions import onnxruntime_errors
 from gpt2_onnx_runtimes.prompt_checks import check_prompts, special_tokens
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions, onnxruntime_errors
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 __all__ = ["BatchEngine", "EngineOptions", "EngineStats", "Ticket"]

@@ -17,7 +17,8 @@ from gpt2_onnx_core.layouts import SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["OnnxSystem"]
 

@@ -31,7 +31,7 @@ from gpt2_onnx_core.names import (
 )
 from gpt2_onnx_runtimes.kv_buffers import KvBuffers, SharedKvBuffers
 from gpt2_onnx_runtimes.kv_reorder import reorder_past
-from gpt2_onnx_runtimes.session import onnxruntime_errors
+from gpt2_onnx_runtimes.ort_sessions import onnxruntime_errors
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpt2_onnx_runtimes.ort_sessions import onnxruntime_errors
 from gpt2_onnx_runtimes.providers import check_session_provider, provider_list
-from gpt2_onnx_runtimes.session import onnxruntime_errors
 
 if TYPE_CHECKING:
     import onnxruntime as ort

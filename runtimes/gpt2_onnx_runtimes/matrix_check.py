@@ -23,7 +23,7 @@ from gpt2_onnx_core.errors import Gpt2OnnxError, InferenceError, RuntimeVersionE
 from gpt2_onnx_core.versions import installed_versions, version_tuple
 
 if TYPE_CHECKING:
-    from gpt2_onnx_runtimes.session import SessionLayout
+    from gpt2_onnx_runtimes.runtime_options import SessionLayout
 
 __all__ = ["CellResult", "CellStatus", "check_cell", "main"]
 
@@ -49,7 +49,8 @@ class CellResult:
 def _golden_status(folder: Path, layout: SessionLayout) -> tuple[CellStatus, str]:
     """Load ``folder`` in ``layout`` on the CPU provider with default session options; check its golden.json."""
     from gpt2_onnx_runtimes.golden_check import check_golden
-    from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+    from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+    from gpt2_onnx_runtimes.session import LoadedExport
 
     try:
         loaded = LoadedExport.load(folder, RuntimeOptions(layout=layout))

@@ -23,26 +23,21 @@ differ from the manifest, or when the graphs come from different exports.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
-from gpt2_onnx_core import compatibility
-from gpt2_onnx_core.errors import Gpt2OnnxError, InferenceError, InvalidInputError, RuntimeVersionError, first_line
-from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.names import DECODE, EMBEDDING, GRAPHS, PREFILL, GraphKind
 from gpt2_onnx_core.precisions import precision_named
-from gpt2_onnx_core.providers import ProviderName
-from gpt2_onnx_core.versions import version_tuple
 from gpt2_onnx_core.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
@@ -50,96 +45,19 @@ from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_posit
 from gpt2_onnx_runtimes.inplace_attention import in_place_graph, refuse_in_place_split
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
-from gpt2_onnx_runtimes.providers import check_session_provider, ensure_provider_loadable, provider_list
+from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
+from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["LoadedExport", "RuntimeOptions", "SessionLayout", "StepSessions", "check_folder"]
+__all__ = ["LoadedExport", "StepSessions", "check_folder"]
 
 log = logging.getLogger(__name__)
 
-SessionLayout = Literal["auto", "merged", "split"]
-InPlaceKv = Literal["auto", "on", "off"]
-_OPT_LEVELS = ("disable", "basic", "extended", "all")
-_LAYOUTS = ("auto", "merged", "split")
-_IN_PLACE = ("auto", "on", "off")
 _WEIGHTS_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime session config key
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """How sessions are created."""
-
-    provider: ProviderName = "cpu"
-    intra_op_threads: int | None = None  # None: ONNX Runtime's default (one per physical core)
-    inter_op_threads: int | None = None
-    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
-    device_id: int = 0  # CUDA device
-    session_config: Mapping[str, str] = field(default_factory=dict)  # extra SessionOptions config entries
-    log_severity: int = 3  # ONNX Runtime's own log level: 0 verbose … 3 error, 4 fatal
-    layout: SessionLayout = "auto"  # merged: one session for every step; split: the folder's two graphs
-    # split layout, CPU, fp32: map the weights file once and give both sessions its tensors, prepacking off (see
-    # shared_weights). False: ONNX Runtime loads each session's weights itself (prepacked copies per session).
-    share_weights: bool = True
-    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx_core.integrity).
-    integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
-    # The KV cache written in place (gpt2_onnx_runtimes.inplace_attention): the generation graph's attention is
-    # GroupQueryAttention over one fixed-capacity buffer per cache tensor, so a decode step writes its new position
-    # instead of copying the whole past. auto: where it applies (merged layout, CPU, a float32 cache: fp32, int8,
-    # int4 and --optimize graphs, onnxruntime >= IN_PLACE_KV_MIN_ONNXRUNTIME); on: refuse where it does not;
-    # off: decode.onnx's own attention, which concatenates the past into a new present every step.
-    in_place_kv: InPlaceKv = "auto"
-
-    def __post_init__(self) -> None:
-        if self.graph_optimization not in _OPT_LEVELS:
-            raise InvalidInputError(f"graph_optimization must be one of {', '.join(_OPT_LEVELS)}")
-        if self.layout not in _LAYOUTS:
-            raise InvalidInputError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{self.layout}'")
-        if self.in_place_kv not in _IN_PLACE:
-            raise InvalidInputError(f"in_place_kv must be one of {', '.join(_IN_PLACE)}, got '{self.in_place_kv}'")
-        for name in ("intra_op_threads", "inter_op_threads"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise InvalidInputError(f"{name} must be >= 0 (0: ONNX Runtime's default), got {value}")
-
-
-def _session_options(options: RuntimeOptions) -> ort.SessionOptions:
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    levels = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    so.graph_optimization_level = levels[options.graph_optimization]
-    if options.intra_op_threads is not None:
-        so.intra_op_num_threads = options.intra_op_threads
-    if options.inter_op_threads is not None:
-        so.inter_op_num_threads = options.inter_op_threads
-    so.log_severity_level = options.log_severity
-    for key, value in options.session_config.items():
-        so.add_session_config_entry(key, value)
-    return so
-
-
-def resolve_layout(options: RuntimeOptions) -> Literal["merged", "split"]:
-    """The layout ``options`` ask for on the installed ONNX Runtime (``auto``: merged where it can load it)."""
-    import onnxruntime as ort
-
-    minimum = compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME  # read at each call: the matrix lifts it in its checks
-    supported = version_tuple(ort.__version__) >= version_tuple(minimum)
-    if options.layout == "split" or (options.layout == "auto" and not supported):
-        return "split"
-    if not supported:
-        raise RuntimeVersionError(
-            f"the merged layout needs onnxruntime >= {minimum}, but {ort.__version__} is installed; "
-            "upgrade onnxruntime or use layout 'split'"
-        )
-    return "merged"
 
 
 def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
@@ -159,50 +77,6 @@ def _maps_embedding(options: RuntimeOptions, manifest: Manifest) -> bool:
     is the head's matrix too, which ONNX Runtime would otherwise prepack into a second copy; untied, only the
     Gather reads it, from the map as from ONNX Runtime's own load."""
     return options.provider == "cpu" and precision_named(manifest.precision).float32
-
-
-@contextlib.contextmanager
-def _provider_failures_quiet(provider: ProviderName) -> Iterator[None]:
-    """Keep ONNX Runtime's own multi-line log of a provider that fails to load off stderr while a session is
-    created: :func:`check_session_provider` reports that failure as one typed error. ONNX Runtime's default
-    logger is process-wide; it goes back to ONNX Runtime's default (warnings) afterwards."""
-    if provider == "cpu":
-        yield
-        return
-    import onnxruntime as ort
-
-    ort.set_default_logger_severity(4)  # fatal only
-    try:
-        yield
-    finally:
-        ort.set_default_logger_severity(2)
-
-
-@contextlib.contextmanager
-def onnxruntime_errors(what: str) -> Iterator[None]:
-    """Turn an exception from an ONNX Runtime call into an :class:`InferenceError` naming ``what`` ran."""
-    try:
-        yield
-    except Exception as exc:  # onnxruntime's pybind errors share no importable base class
-        raise InferenceError(f"ONNX Runtime failed running {what}: {first_line(exc)}") from exc
-
-
-def _create_session(
-    model: str | bytes, session_options: ort.SessionOptions, options: RuntimeOptions, what: str
-) -> ort.InferenceSession:
-    """One session on the provider asked for, or a typed error; never a session that quietly runs elsewhere."""
-    import onnxruntime as ort
-
-    provider_options = [{"device_id": str(options.device_id)}] if options.provider == "cuda" else None
-    try:
-        with _provider_failures_quiet(options.provider):
-            session = ort.InferenceSession(
-                model, session_options, providers=provider_list(options.provider), provider_options=provider_options
-            )
-    except Exception as exc:  # onnxruntime's pybind errors share no base class we can import portably
-        raise Gpt2OnnxError(f"ONNX Runtime cannot load {what}: {first_line(exc)}") from exc
-    check_session_provider(session.get_providers(), options.provider, what)
-    return session
 
 
 def check_folder(folder: Path, manifest: Manifest, options: RuntimeOptions) -> dict[GraphKind, onnx.ModelProto]:
@@ -320,9 +194,9 @@ class LoadedExport:
             if ref is not None:
                 graph = initializer_as_input(graph, EMBEDDING)
                 constants[EMBEDDING] = shared.value(ref)  # (V, d), pointing into the map
-        session_options = _session_options(options)
+        session_options = session_options_for(options)
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
-        session = _create_session(graph.SerializeToString(), session_options, options, "the generation graph")
+        session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
         page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         steps = StepSessions(
@@ -345,10 +219,10 @@ class LoadedExport:
         shared: SharedWeights | None,
     ) -> ort.InferenceSession:
         path = folder / manifest.graphs[kind].file
-        session_options = _session_options(options)
+        session_options = session_options_for(options)
         if shared is not None:
             shared.add_to(session_options, graph, path)
-        return _create_session(str(path), session_options, options, path.name)
+        return create_session(str(path), session_options, options, path.name)
 
     @property
     def steps(self) -> StepSessions:

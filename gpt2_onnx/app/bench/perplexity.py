@@ -19,7 +19,8 @@ from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.perplexity import Perplexity, PerplexityRequest, PerplexityText
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.perplexity import export_log_probs
-from gpt2_onnx_runtimes.session import LoadedExport, RuntimeOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["add_perplexity", "measure_perplexity", "open_exports", "read_text_for"]
 

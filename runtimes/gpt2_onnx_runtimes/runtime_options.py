@@ -1,0 +1,75 @@
+"""How an export's ONNX Runtime sessions are made: :class:`RuntimeOptions`, and the layout they resolve to on the
+installed ONNX Runtime (:func:`resolve_layout`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpt2_onnx_core import compatibility
+from gpt2_onnx_core.errors import InvalidInputError, RuntimeVersionError
+from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.layouts import SESSION_LAYOUTS, SessionLayout
+from gpt2_onnx_core.providers import ProviderName
+from gpt2_onnx_core.versions import version_tuple
+
+__all__ = ["InPlaceKv", "RuntimeOptions", "SessionLayout", "resolve_layout"]
+
+InPlaceKv = Literal["auto", "on", "off"]
+_OPT_LEVELS = ("disable", "basic", "extended", "all")
+_LAYOUTS = SESSION_LAYOUTS
+_IN_PLACE = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How sessions are created."""
+
+    provider: ProviderName = "cpu"
+    intra_op_threads: int | None = None  # None: ONNX Runtime's default (one per physical core)
+    inter_op_threads: int | None = None
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+    device_id: int = 0  # CUDA device
+    session_config: Mapping[str, str] = field(default_factory=dict)  # extra SessionOptions config entries
+    log_severity: int = 3  # ONNX Runtime's own log level: 0 verbose … 3 error, 4 fatal
+    layout: SessionLayout = "auto"  # merged: one session for every step; split: the folder's two graphs
+    # split layout, CPU, fp32: map the weights file once and give both sessions its tensors, prepacking off (see
+    # shared_weights). False: ONNX Runtime loads each session's weights itself (prepacked copies per session).
+    share_weights: bool = True
+    # Every file hashed against the manifest's sha256 before the sessions exist (gpt2_onnx_core.integrity).
+    integrity: IntegrityCheck = field(default_factory=IntegrityCheck)
+    # The KV cache written in place (gpt2_onnx_runtimes.inplace_attention): the generation graph's attention is
+    # GroupQueryAttention over one fixed-capacity buffer per cache tensor, so a decode step writes its new position
+    # instead of copying the whole past. auto: where it applies (merged layout, CPU, a float32 cache: fp32, int8,
+    # int4 and --optimize graphs, onnxruntime >= IN_PLACE_KV_MIN_ONNXRUNTIME); on: refuse where it does not;
+    # off: decode.onnx's own attention, which concatenates the past into a new present every step.
+    in_place_kv: InPlaceKv = "auto"
+
+    def __post_init__(self) -> None:
+        if self.graph_optimization not in _OPT_LEVELS:
+            raise InvalidInputError(f"graph_optimization must be one of {', '.join(_OPT_LEVELS)}")
+        if self.layout not in _LAYOUTS:
+            raise InvalidInputError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{self.layout}'")
+        if self.in_place_kv not in _IN_PLACE:
+            raise InvalidInputError(f"in_place_kv must be one of {', '.join(_IN_PLACE)}, got '{self.in_place_kv}'")
+        for name in ("intra_op_threads", "inter_op_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidInputError(f"{name} must be >= 0 (0: ONNX Runtime's default), got {value}")
+
+
+def resolve_layout(options: RuntimeOptions) -> Literal["merged", "split"]:
+    """The layout ``options`` ask for on the installed ONNX Runtime (``auto``: merged where it can load it)."""
+    import onnxruntime as ort
+
+    minimum = compatibility.MERGED_LAYOUT_MIN_ONNXRUNTIME  # read at each call: the matrix lifts it in its checks
+    supported = version_tuple(ort.__version__) >= version_tuple(minimum)
+    if options.layout == "split" or (options.layout == "auto" and not supported):
+        return "split"
+    if not supported:
+        raise RuntimeVersionError(
+            f"the merged layout needs onnxruntime >= {minimum}, but {ort.__version__} is installed; "
+            "upgrade onnxruntime or use layout 'split'"
+        )
+    return "merged"
