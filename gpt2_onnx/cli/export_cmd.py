@@ -11,6 +11,7 @@ from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import verbose_option
 from gpt2_onnx.config import DEFAULT_MODEL, DEFAULT_OPSET, SUPPORTED_OPSETS, ExportOptions
 from gpt2_onnx.dependencies import require_pytorch_side
+from gpt2_onnx.interrupts import ignore_interrupts
 from gpt2_onnx.output_folder import check_output_path
 from gpt2_onnx.precisions import PRECISIONS
 
@@ -150,6 +151,7 @@ def export(
     except KeyboardInterrupt:  # the export is on disk, complete: say so rather than "Interrupted."
         interrupted = True
     if interrupted:
+        ignore_interrupts()  # the command is done and its status (0) set: nothing may change it now
         click.echo(
             f"Interrupted after the export was complete: {result.folder} is written and checked, and kept.", err=True
         )
