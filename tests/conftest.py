@@ -74,12 +74,34 @@ def cuda_works() -> bool:
     return session.get_providers()[0] == "CUDAExecutionProvider"
 
 
-def export_checkpoint(checkpoint: Path | str, output: Path, **options: Any) -> Path:
+def export_checkpoint(checkpoint: Path | str, output: Path, *, share_trace: bool = False, **options: Any) -> Path:
+    """Export ``checkpoint`` in this process; ``share_trace``: with ``tests.helpers.session_export_work``."""
     from gpt2_onnx.app.export import export_model
     from gpt2_onnx_core.config import ExportOptions
+    from tests.helpers import session_export_work
 
-    export_model(ExportOptions(model=str(checkpoint), output=output, **options))
+    export_model(
+        ExportOptions(model=str(checkpoint), output=output, **options),
+        None,
+        session_export_work() if share_trace else None,
+    )
     return output
+
+
+@pytest.fixture
+def shared_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every export in this process during the test (``gpt2-onnx export`` through ``invoke`` included) loads and
+    traces through ``tests.helpers.session_export_work``, for tests of what happens around the trace (output
+    folder, exit codes, interrupts): the export of a model another test already traced costs seconds, not a trace."""
+    import gpt2_onnx.app.export as export_module
+    from tests.helpers import session_export_work
+
+    export_model = export_module.export_model
+
+    def sharing(options: Any, report: Any = None, shared: Any = None) -> Any:
+        return export_model(options, report, shared if shared is not None else session_export_work())
+
+    monkeypatch.setattr(export_module, "export_model", sharing)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -106,15 +128,18 @@ def _fingerprint(folder: Path) -> dict[str, str]:
 def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
     """``shared_export(**options)``: the tiny checkpoint exported with these options (``precision="int8"``,
     ``optimize=True``, ...; none: the default export) once per session, however many tests read it. Each is a real
-    export, parity check included. For reading only: at the end of the session every file must be as it was
-    written, or the session fails here (a test that changes an export works on a copy: ``copy_export``)."""
+    export, parity check included; all but the default one share its load and traces (``session_export_work``),
+    the default one traces on its own (the reference of test_export_structure's comparison). For reading only: at
+    the end of the session every file must be as it was written, or the session fails here (a test that changes an
+    export works on a copy: ``copy_export``)."""
     made: dict[tuple[tuple[str, Any], ...], tuple[Path, dict[str, str]]] = {}
 
     def export(**options: Any) -> Path:
         key = tuple(sorted(options.items()))
         if key not in made:
             name = "-".join(f"{option}-{value}" for option, value in key) or "tiny"
-            folder = export_checkpoint(tiny_checkpoint, tmp_path_factory.mktemp("shared-export") / name, **options)
+            folder = tmp_path_factory.mktemp("shared-export") / name
+            export_checkpoint(tiny_checkpoint, folder, share_trace=bool(options), **options)
             made[key] = folder, _fingerprint(folder)
         return made[key][0]
 

@@ -4,10 +4,12 @@ one error line, staging folders)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import onnx
@@ -40,6 +42,20 @@ def invoke(*args: str, stdin: str | None = None, catch_exceptions: bool = False)
         for signum, handler in saved.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         interrupts._received.clear()
+
+
+@functools.cache
+def session_export_work() -> Any:
+    """The session's one :class:`~gpt2_onnx.app.export.SharedExportWork`: exports that share it load each model
+    (same spec, seed, tokenizer and revision) once and trace each of its graphs once, whatever precision or other
+    options they export it with; the rest of each export (passes, files, golden vectors, parity check) is its own.
+    Tracing is most of an export's time. What a shared trace writes is byte for byte what an export of its own
+    writes (test_export_structure.py compares both ways), so tests whose subject is not loading or tracing share.
+    Here, not in conftest.py: pytest imports conftest.py as ``conftest`` and a test's ``from tests.conftest import``
+    imports it again, which would make a second cache."""
+    from gpt2_onnx.app.export import SharedExportWork
+
+    return SharedExportWork()
 
 
 def load_graph(folder: Path, kind: GraphKind) -> onnx.ModelProto:

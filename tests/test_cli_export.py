@@ -90,6 +90,7 @@ def test_output_path_that_is_a_file(tmp_path: Path) -> None:
     assert_one_line_error(result, 2, "is a file")
 
 
+@pytest.mark.usefixtures("shared_tracing")
 def test_failing_stage_leaves_nothing_behind(
     tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,7 +183,11 @@ def offline_export(cache: Path, hub_id: str, out: Path) -> subprocess.CompletedP
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
 
 
+@pytest.mark.slow
 def test_cached_hub_id_exports_offline(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """The export alone, under ``-m slow``: the default suite checks the same (the same command, environment and
+    manifest source) in test_scripts.py's test_demo_uses_the_hub_checkpoint_when_it_can_be_had, whose demo runs
+    this very export; a second fresh process exporting it would add a full trace (the suite's heaviest test)."""
     fake_hub_cache(tmp_path / "hub", "some-org/tiny-gpt2", tiny_checkpoint)
     done = offline_export(tmp_path / "hub", "some-org/tiny-gpt2", tmp_path / "out")
     assert done.returncode == 0, done.stderr
@@ -257,6 +262,7 @@ def test_module_entry_point_and_version() -> None:
     assert done.stdout.startswith("gpt2-onnx, version ")
 
 
+@pytest.mark.usefixtures("shared_tracing")
 def test_an_interrupt_during_the_commit_reports_the_export_complete(
     tiny_export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -287,6 +293,7 @@ def test_an_interrupt_during_the_commit_reports_the_export_complete(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.usefixtures("shared_tracing")
 def test_an_interrupt_while_printing_the_summary_reports_the_export_complete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -302,6 +309,7 @@ def test_an_interrupt_while_printing_the_summary_reports_the_export_complete(
     assert (out / "manifest.json").is_file()
 
 
+@pytest.mark.usefixtures("shared_tracing")
 @pytest.mark.parametrize("wrapped", [False, True])
 def test_a_full_disk_gets_exit_status_2_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrapped: bool

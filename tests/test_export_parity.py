@@ -203,13 +203,33 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_config_variant_matches_transformers(variant: str, tmp_path: Path) -> None:
-    settings = dict(VARIANTS[variant])
+# The default suite exports four checkpoints that carry every variant between them (each one export, its own
+# parity check and a verify, instead of ten): one activation each, as they exclude each other, and the three
+# settings of the attention's scaling in three different checkpoints. Each variant alone runs with -m slow.
+COMBINED = (
+    ("gelu", "no_attention_scaling", "layer_norm_epsilon"),
+    ("relu", "scale_by_inverse_layer_idx", "n_inner"),
+    ("silu", "reorder_and_upcast_attn", "untied_head"),
+    ("quick_gelu",),
+)
+assert sorted(name for group in COMBINED for name in group) == sorted(VARIANTS), "every variant in one checkpoint"
+
+
+@pytest.mark.parametrize(
+    "variants",
+    [
+        *(pytest.param(group, id="+".join(group)) for group in COMBINED),
+        *(pytest.param((name,), id=f"alone-{name}", marks=pytest.mark.slow) for name in sorted(VARIANTS)),
+    ],
+)
+def test_config_variant_matches_transformers(variants: tuple[str, ...], tmp_path: Path) -> None:
+    """Every variant's export against transformers (assert_parity) and by verify; the default suite checks each
+    variant in COMBINED's checkpoints, ``-m slow`` each alone."""
+    settings = {key: value for name in variants for key, value in VARIANTS[name].items()}
     checkpoint = save_checkpoint(tmp_path / "ckpt", seed=1, **settings)
     folder = export_checkpoint(checkpoint, tmp_path / "export")
     model = hf_model(checkpoint)
-    if variant == "untied_head":
+    if "untied_head" in variants:
         assert not torch.equal(model.lm_head.weight, model.transformer.wte.weight)
     assert_parity(folder, model)
     report = verify_export(VerifyOptions(folder, steps=3, batch_size=2))

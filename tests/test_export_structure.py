@@ -163,7 +163,7 @@ def test_tokenizer_files_are_the_real_gpt2_bpe(tiny_export: Path) -> None:
 
 
 def test_simplify_keeps_the_tie_and_the_shared_file(tiny_checkpoint: Path, tmp_path: Path) -> None:
-    folder = export_checkpoint(tiny_checkpoint, tmp_path / "simplified", simplify=True)
+    folder = export_checkpoint(tiny_checkpoint, tmp_path / "simplified", share_trace=True, simplify=True)
     vocab, d = manifest_dims(folder)
     for kind in GRAPHS:
         graph = load_graph(folder, kind)
@@ -194,15 +194,20 @@ def _graph_bytes(folder: Path) -> dict[str, bytes]:
 def test_exports_sharing_one_load_and_trace_write_what_exports_of_their_own_write(
     tiny_checkpoint: Path, tiny_export: Path, shared_export: Any, tmp_path: Path
 ) -> None:
-    """scripts/make_fixtures.py exports fp32 and int4 from one load and trace; the graphs it writes must be those of
-    separate exports byte for byte (the passes run on copies of the trace, naming new values as on the trace)."""
-    from gpt2_onnx.app.export import SharedExportWork, export_model
+    """scripts/make_fixtures.py exports fp32 and int4 from one load and trace, and the tests share the session's
+    (tests.helpers.session_export_work); the graphs such an export writes must be those of an export of its own byte
+    for byte (the passes run on copies of the trace, naming new values as on the trace). Both ways: an fp32 export
+    from the shared trace against the default export (traced on its own), and an int8 export of its own against
+    the shared int8 export."""
+    from gpt2_onnx.app.export import export_model
     from gpt2_onnx_core.config import ExportOptions
+    from tests.helpers import session_export_work
 
-    shared = SharedExportWork()
-    for precision, alone in (("fp32", tiny_export), ("int8", shared_export(precision="int8"))):
-        options = ExportOptions(
-            model=str(tiny_checkpoint), output=tmp_path / precision, precision=precision, check=False
-        )
-        export_model(options, None, shared)
-        assert _graph_bytes(tmp_path / precision) == _graph_bytes(alone), precision
+    def options(precision: str) -> ExportOptions:
+        return ExportOptions(model=str(tiny_checkpoint), output=tmp_path / precision, precision=precision, check=False)
+
+    shared_int8 = shared_export(precision="int8")
+    export_model(options("fp32"), None, session_export_work())
+    assert _graph_bytes(tmp_path / "fp32") == _graph_bytes(tiny_export)
+    export_model(options("int8"))
+    assert _graph_bytes(tmp_path / "int8") == _graph_bytes(shared_int8)

@@ -126,6 +126,7 @@ def test_without_force_a_non_empty_folder_is_refused(tiny_export: Path, tmp_path
     assert snapshot(out) == before and leftovers(tmp_path) == []
 
 
+@pytest.mark.usefixtures("shared_tracing")
 def test_force_replaces_an_earlier_export_once_the_new_one_is_checked(tiny_export: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(tiny_export, out)

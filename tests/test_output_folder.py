@@ -36,6 +36,7 @@ def test_full_disk_leaves_nothing(tiny_checkpoint: Path, tmp_path: Path) -> None
     assert not out.exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.usefixtures("shared_tracing")
 def test_forced_export_that_fails_keeps_the_old_export(
     tiny_export: Path, tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -133,12 +133,12 @@ def test_export_equals_source_on_the_tiny_model(
 
 
 @pytest.fixture(scope="module")
-def pydocs_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pydocs_export(scaled_export: Callable[..., Path]) -> Path:
+    """The trained checkpoint's fp32 export: test_fp32_rule's (``scaled_export``, made once per session, its own
+    parity check passed). Read-only."""
     if not (PYDOCS / "model.safetensors").is_file():
         pytest.skip("checkpoints/pydocs-tiny is not in this checkout")
-    from tests.conftest import export_checkpoint
-
-    return export_checkpoint(PYDOCS, tmp_path_factory.mktemp("pydocs") / "fp32", check=False)
+    return scaled_export(str(PYDOCS))
 
 
 def test_export_equals_source_on_the_trained_checkpoint(pydocs_export: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ it says which) and the set-up (no setuptools advice box)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,11 +43,16 @@ def test_demo_offline_falls_back_to_random_weights_and_says_so(tmp_path: Path) -
 
 
 def test_demo_uses_the_hub_checkpoint_when_it_can_be_had(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """Also the default suite's check that a hub id in the local cache exports offline (``gpt2-onnx export
+    --model HUB_ID`` with HF_HUB_OFFLINE=1 and HF_HUB_CACHE, as test_cli_export's ``-m slow``
+    test_cached_hub_id_exports_offline runs it alone): the export succeeds and its manifest names the hub id."""
     fake_hub_cache(tmp_path / "hub", "some-org/tiny-gpt2", tiny_checkpoint)
     done = demo(tmp_path, HUB_MODEL="some-org/tiny-gpt2", HF_HUB_CACHE=str(tmp_path / "hub"))
     assert done.returncode == 0, done.stderr
     assert "demo: exported some-org/tiny-gpt2 from the Hugging Face Hub" in done.stdout
     assert "random" not in done.stdout + done.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["model"]["source"] == "some-org/tiny-gpt2"
 
 
 def _editable_install_warnings(tmp_path: Path) -> str:

@@ -224,16 +224,6 @@ def test_models_health_and_chat(server: ServeProcess, client: openai.OpenAI) -> 
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}])
 
 
-def test_ctrl_c_stops_the_server_and_everything_it_started(tiny_export: Path, tmp_path: Path) -> None:
-    process = ServeProcess(tiny_export, tmp_path).start()
-    ray_processes = process.descendants()
-    assert process.replica_pids() and len(ray_processes) > 3  # Ray's services, Serve's controller and proxy
-    code = process.stop()
-    assert code == 0 and process.left_running == []
-    assert "Serving 'tiny' at http://127.0.0.1:" in process.stdout() and "Stopped." in process.stderr()
-    assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{process.pid}")), "Ray's folder was removed"
-
-
 def test_sigterm_stops_the_server_as_ctrl_c_does_and_writes_no_credential(tiny_export: Path, tmp_path: Path) -> None:
     """What systemd, docker stop and Kubernetes send: "Stopped." and 0, not Ray's crash dump and 15. The embedded
     Ray's token stays in its processes' environment: no ~/.ray/auth_token (Ray writes it 0644) in this HOME."""
@@ -359,3 +349,14 @@ def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[],
     (folder / "tokenizer.json").unlink()
     with pytest.raises(ManifestError, match=r"lacks tokenizer\.json"):
         check_here(folder, None)
+
+
+def test_ctrl_c_stops_the_server_and_everything_it_started(server: ServeProcess) -> None:
+    """The module's server, stopped as a user stops it: so this is the module's last test (pytest runs a file's
+    tests in order), and the server fixture's own stop then finds nothing left to stop."""
+    ray_processes = server.descendants()
+    assert server.replica_pids() and len(ray_processes) > 3  # Ray's services, Serve's controller and proxy
+    code = server.stop()
+    assert code == 0 and server.left_running == []
+    assert "Serving 'tiny' at http://127.0.0.1:" in server.stdout() and "Stopped." in server.stderr()
+    assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{server.pid}")), "Ray's folder was removed"

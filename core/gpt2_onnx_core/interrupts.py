@@ -50,9 +50,24 @@ def ignore_interrupts() -> None:
 
     A signal handled in Python would raise KeyboardInterrupt while SystemExit unwinds (Python then ends the process
     by SIGINT: -2 to a caller), and one that comes once the interpreter's shutdown has put the default handlers
-    back would end it by that signal; ignoring is the one disposition the shutdown keeps."""
+    back would end it by that signal; ignoring is the one disposition the shutdown keeps. The interrupt that was
+    handled is then cleared from the interpreter's record (:func:`_forget_unhandled_interrupt`)."""
     for signum in _INTERRUPTS:
         signal.signal(signum, signal.SIG_IGN)
+    _forget_unhandled_interrupt()
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Clear CPython's "a KeyboardInterrupt went unhandled" flag, which would turn the exit status into SIGINT.
+
+    CPython sets that flag whenever a KeyboardInterrupt leaves code run by ``exec``/``eval`` of a *string*
+    (``PyRun_String``: dataclasses, namedtuple and sympy define code that way, many times while torch.export
+    traces), even when a caller further up catches it, and under ``python -m`` (``Py_RunMain``) it ends the
+    process by SIGINT after the interpreter's shutdown, whatever ``sys.exit`` said: an interrupt handled into
+    exit status 130 (or serve's 0) became -2 whenever the signal's handler happened to run inside such code.
+    Every such run starts by clearing the flag, so one empty run here clears it; no interrupt can set it again,
+    they are ignored by now. tests/test_interrupts.py delivers a SIGTERM inside ``eval`` to check it."""
+    exec("", {})  # an empty string: its only effect is the interpreter's reset of the flag
 
 
 def raise_if_interrupted() -> None:

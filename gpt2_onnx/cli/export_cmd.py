@@ -12,6 +12,7 @@ from gpt2_onnx.app.output_folder import check_output_path
 from gpt2_onnx.cli.display import StageDisplay, megabytes
 from gpt2_onnx.cli.options import field_defaults, verbose_option
 from gpt2_onnx_core.config import RANDOM_WEIGHTS_SEED, SUPPORTED_OPSETS, ExportOptions
+from gpt2_onnx_core.interrupts import ignore_interrupts
 from gpt2_onnx_core.precisions import MATMUL_KERNELS, PRECISIONS, MatMulKernel
 
 if TYPE_CHECKING:
@@ -175,6 +176,7 @@ def export(
     except KeyboardInterrupt:  # the export is on disk, complete: say so rather than "Interrupted."
         interrupted = True
     if interrupted:
+        ignore_interrupts()  # the command is done and its status (0) set: nothing may change it now
         click.echo(
             f"Interrupted after the export was complete: {result.folder} is written and checked, and kept.", err=True
         )
