@@ -1,4 +1,4 @@
-"""Train the small GPT-2 checkpoint that the tests, fixtures and benchmarks use beside random weights.
+"""Train the small GPT-2 checkpoints: pydocs-tiny (tests, benchmarks) and pydocs-micro (the committed fixtures).
 
 Corpus: the reStructuredText sources of the Python 3.11 documentation as Debian's ``python3.11-doc`` package ships
 them (``/usr/share/doc/python3.11/html/_sources/**/*.rst.txt``; the documentation is under the PSF License 2.0,
@@ -10,14 +10,16 @@ The committed checkpoint is the reference: CPU kernels differ between machines, 
 (corpus sha256, seed, steps, schedule) and a close loss, not the same bits. ``training.json`` beside the checkpoint
 records the corpus, the package version, the machine and the loss curve.
 
-Usage (about 15 minutes on 2 cores)::
+A preset names each checkpoint's dimensions and recipe (flags override a preset's values)::
 
-    .venv/bin/python scripts/train_checkpoint.py --out checkpoints/pydocs-tiny
+    .venv/bin/python scripts/train_checkpoint.py --preset tiny --out checkpoints/pydocs-tiny    # ~20 min, 2 cores
+    .venv/bin/python scripts/train_checkpoint.py --preset micro --out checkpoints/pydocs-micro  # ~10 min, 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import math
@@ -25,6 +27,7 @@ import platform
 import subprocess
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +42,47 @@ HELD_OUT_EVERY = 50  # every 50th document (in path order) is held out from trai
 HELD_OUT_CHARS = 40_000  # how much held-out text is committed for perplexity tests
 
 
+@dataclass(frozen=True)
+class Preset:
+    """A checkpoint's dimensions and recipe (the command line's flags override them one by one)."""
+
+    n_layer: int
+    n_head: int
+    n_embd: int
+    n_positions: int
+    steps: int
+    batch: int  # sequences per step
+    block: int  # tokens per sequence
+    lr: float  # peak learning rate
+
+
+# tiny: the Python tests' and benchmarks' trained model. micro: the committed fixtures' model (make_fixtures.py),
+# as narrow as still gives words: the tied 50,257 × n_embd embedding is nearly all of its weights (32 wide: 6.4 MB in
+# fp32, 1 MB in int4), and it has only the positions the fixtures use. About 1,200 CPU-seconds (AMD EPYC, 2 threads).
+PRESETS = {
+    "tiny": Preset(n_layer=4, n_head=4, n_embd=64, n_positions=1024, steps=800, batch=8, block=256, lr=4e-3),
+    "micro": Preset(n_layer=2, n_head=2, n_embd=32, n_positions=128, steps=1000, batch=8, block=128, lr=1e-2),
+}
+
+
 def _cpu_name() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def keep_freed_memory() -> None:
+    """glibc: keep freed blocks for reuse instead of returning them to the kernel. Each step allocates its (tokens,
+    50,257) logits and their gradients afresh; served by fresh mmap pages, they cost a third of a step in page
+    faults. Numerics are unchanged; elsewhere than glibc this does nothing."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameters (malloc.h)
+    libc.mallopt(m_mmap_max, 0)  # no allocation through mmap: all from the heap, which keeps freed memory
+    libc.mallopt(m_trim_threshold, 2**30)  # nor trim the heap for less than 1 GiB free at its top
 
 
 def fetch_documents(deb: Path | None) -> tuple[list[str], str]:
@@ -95,6 +134,7 @@ def evaluate(model: GPT2LMHeadModel, ids: np.ndarray, block: int) -> float:
 def train(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()
     documents, version = fetch_documents(args.deb)
     corpus_sha = hashlib.sha256(ENDOFTEXT.join(documents).encode()).hexdigest()
     train_ids, held_ids, held_text = tokenize(documents)
@@ -102,7 +142,7 @@ def train(args: argparse.Namespace) -> None:
     print(f"tokens: {len(train_ids)} train, {len(held_ids)} held out")
 
     config = GPT2Config(
-        n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=1024, vocab_size=50257
+        n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd, n_positions=args.n_positions, vocab_size=50257
     )
     model = GPT2LMHeadModel(config)  # the head is tied to wte, as in GPT-2
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -137,7 +177,7 @@ def train(args: argparse.Namespace) -> None:
     model.eval()
     model.save_pretrained(out, safe_serialization=True)
     GenerationConfig(bos_token_id=50256, eos_token_id=50256).save_pretrained(out)
-    save_tokenizer_files(load_packaged_gpt2_tokenizer(), out, model_max_length=1024)
+    save_tokenizer_files(load_packaged_gpt2_tokenizer(), out, model_max_length=args.n_positions)
     (out / "heldout.txt").write_text(held_text[:HELD_OUT_CHARS], encoding="utf-8")
     record = {
         "corpus": {
@@ -151,8 +191,14 @@ def train(args: argparse.Namespace) -> None:
             "train_tokens": len(train_ids),
             "held_out_tokens": len(held_ids),
         },
-        "model": {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd, "n_positions": 1024},
+        "model": {
+            "n_layer": args.n_layer,
+            "n_head": args.n_head,
+            "n_embd": args.n_embd,
+            "n_positions": args.n_positions,
+        },
         "recipe": {
+            "preset": args.preset,
             "seed": args.seed,
             "steps": args.steps,
             "batch": args.batch,
@@ -173,16 +219,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--deb", type=Path, default=None, help="a downloaded python3.11-doc .deb (else apt-get)")
-    parser.add_argument("--n-layer", type=int, default=4)
-    parser.add_argument("--n-head", type=int, default=4)
-    parser.add_argument("--n-embd", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=800)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--block", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=4e-3)
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), default="tiny", help="dimensions and recipe (default tiny)"
+    )
+    for flag in ("n-layer", "n-head", "n-embd", "n-positions", "steps", "batch", "block"):
+        parser.add_argument(f"--{flag}", type=int, default=None, help="overrides the preset's")
+    parser.add_argument("--lr", type=float, default=None, help="overrides the preset's")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
-    train(parser.parse_args())
+    args = parser.parse_args()
+    for key, value in asdict(PRESETS[args.preset]).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.block > args.n_positions:
+        parser.error(f"--block {args.block} exceeds --n-positions {args.n_positions}")
+    train(args)
 
 
 if __name__ == "__main__":

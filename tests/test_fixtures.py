@@ -27,6 +27,9 @@ def _make_fixtures() -> Any:
     return module
 
 
+EXPORTS: tuple[str, ...] = tuple(_make_fixtures().EXPORTS)  # the fixture folders' names
+
+
 def _consumer_view(folder: Path) -> dict[str, Any]:
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest.pop("export")  # when, where and with which library versions: not what a consumer reads
@@ -68,17 +71,19 @@ def _same_graphs(made: Path, committed: Path) -> str | None:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not (ROOT / "checkpoints" / "pydocs-tiny" / "model.safetensors").exists():
-        pytest.skip("checkpoints/pydocs-tiny is not in this checkout")
+    module = _make_fixtures()
+    if not (ROOT / module.CHECKPOINT / "model.safetensors").exists():
+        pytest.skip(f"{module.CHECKPOINT} is not in this checkout")
     out = tmp_path_factory.mktemp("fixtures") / "fixtures"
-    _make_fixtures().make(out, check_source=False, check=False)
+    module.make(out, check_source=False, check=False)
     return out
 
 
 def test_committed_fixtures_are_complete() -> None:
     expectations = json.loads((FIXTURES / "expectations.json").read_text())
     assert expectations["schema_version"] == 1, STALE
-    for name in ("pydocs-tiny-fp32", "pydocs-tiny-int4"):
+    assert sorted(expectations["exports"]) == sorted(EXPORTS), STALE
+    for name in EXPORTS:
         for file in ("manifest.json", "golden.json", "genai_config.json", "generation_config.json", "tokenizer.json"):
             assert (FIXTURES / name / file).is_file(), f"{name}/{file} missing; {STALE}"
         entry = expectations["exports"][name]
@@ -86,8 +91,22 @@ def test_committed_fixtures_are_complete() -> None:
         assert all(len(p["first_step_top5"]["ids"]) == 5 for p in entry["prompts"])
 
 
+def test_committed_greedy_steps_are_no_near_ties() -> None:
+    """Every greedy step of every expectation (the padded batch's rows too) leads its runner-up by the script's
+    margin, so consumers on other CPUs choose the same tokens (make_fixtures.MARGIN_FACTOR has the basis)."""
+    factor = _make_fixtures().MARGIN_FACTOR
+    for name, entry in json.loads((FIXTURES / "expectations.json").read_text())["exports"].items():
+        assert entry["min_greedy_margin"] == pytest.approx(factor * entry["logits_atol"])
+        batch = entry["padded_batch"]
+        runs = [(p["greedy"]["ids"], p["greedy"]["margins"]) for p in entry["prompts"]]
+        runs += list(zip(batch["ids"], batch["margins"], strict=True))
+        for ids, margins in runs:
+            assert len(margins) == len(ids), f"{name}: a margin per greedy step"
+            assert min(margins) >= entry["min_greedy_margin"], f"{name}: a near-tie in {ids}"
+
+
 def test_fixtures_are_fresh(fresh: Path) -> None:
-    for name in ("pydocs-tiny-fp32", "pydocs-tiny-int4"):
+    for name in EXPORTS:
         difference = _close(_consumer_view(fresh / name), _consumer_view(FIXTURES / name), name)
         assert difference is None, f"{STALE} ({difference})"
         difference = _same_graphs(fresh / name, FIXTURES / name)

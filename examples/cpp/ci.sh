@@ -25,7 +25,7 @@ PYTHON=${PYTHON:-$VENV/bin/python}
 BUILD_DIR=${BUILD_DIR:-$HERE/build}
 
 # GPT2_ONNX_CPP_FRESH=no (or no Python with gpt2-onnx): no export is made; the tests read the committed fixtures
-# (fixtures/pydocs-tiny-fp32 and -int4) and ONNX Runtime comes from the NuGet package (ORT_SOURCE=nuget).
+# (fixtures/pydocs-micro-fp32 and -int4) and ONNX Runtime comes from the NuGet package (ORT_SOURCE=nuget).
 FRESH=${GPT2_ONNX_CPP_FRESH:-auto}
 if [ "$FRESH" = auto ]; then
   if { [ -x "$PYTHON" ] || command -v "$PYTHON" >/dev/null; } && "$PYTHON" -c "import gpt2_onnx" 2>/dev/null; then
@@ -37,8 +37,8 @@ fi
 if [ "$FRESH" = no ]; then
   echo "ci.sh: no fresh export here; the tests read the committed fixtures, ONNX Runtime from NuGet"
   export ORT_SOURCE=${ORT_SOURCE:-nuget}
-  GPT2_ONNX_EXPORT=${GPT2_ONNX_EXPORT:-$ROOT/fixtures/pydocs-tiny-fp32}
-  GPT2_ONNX_EXPORT_QUANTIZED=${GPT2_ONNX_EXPORT_QUANTIZED:-$ROOT/fixtures/pydocs-tiny-int4}
+  GPT2_ONNX_EXPORT=${GPT2_ONNX_EXPORT:-$ROOT/fixtures/pydocs-micro-fp32}
+  GPT2_ONNX_EXPORT_QUANTIZED=${GPT2_ONNX_EXPORT_QUANTIZED:-$ROOT/fixtures/pydocs-micro-int4}
 fi
 
 PYTHON=$PYTHON "$HERE/get-onnxruntime.sh"

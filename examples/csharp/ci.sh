@@ -14,7 +14,7 @@ dotnet restore "$SLN" "${RESTORE[@]}"
 dotnet build "$SLN" -c Release --no-restore
 dotnet test "$SLN" -c Release --no-build
 SAMPLE="$HERE/Gpt2OnnxSample.csproj"
-for name in pydocs-tiny-fp32 pydocs-tiny-int4; do
+for name in pydocs-micro-fp32 pydocs-micro-int4; do
   dotnet run --project "$SAMPLE" -c Release --no-build -- "$ROOT/fixtures/$name" --no-batch
 done
-dotnet run --project "$SAMPLE" -c Release --no-build -- "$ROOT/fixtures/pydocs-tiny-fp32" --genai
+dotnet run --project "$SAMPLE" -c Release --no-build -- "$ROOT/fixtures/pydocs-micro-fp32" --genai

@@ -1,7 +1,7 @@
 // Load time and tokens/s of the fixture exports in Node (onnxruntime-node) and in headless Chromium
 // (onnxruntime-web, WebAssembly), measured side by side in one run: each round loads every export afresh in both,
 // alternating, so other work on the machine slows both alike. Writes benchmarks/results/<time>-js.json and a table beside it (.md).
-//   node bench/bench.js [--rounds 5] [--new-tokens 64] [--exports pydocs-tiny-fp32,pydocs-tiny-int4]
+//   node bench/bench.js [--rounds 5] [--new-tokens 64] [--exports pydocs-micro-fp32,pydocs-micro-int4]
 import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -16,7 +16,7 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
     'new-tokens': { type: 'string', default: '64' },
-    exports: { type: 'string', default: 'pydocs-tiny-fp32,pydocs-tiny-int4' },
+    exports: { type: 'string', default: 'pydocs-micro-fp32,pydocs-micro-int4' },
     prompt: { type: 'string', default: 'The os module provides' },
   },
 });

@@ -27,7 +27,7 @@ public class ExpectationsTests
     [Fact]
     public void OneExpectedPromptIsNonAscii()
     {
-        Assert.Contains(Fixtures.Expectations("pydocs-tiny-fp32").GetProperty("prompts").EnumerateArray(),
+        Assert.Contains(Fixtures.Expectations("pydocs-micro-fp32").GetProperty("prompts").EnumerateArray(),
             p => p.GetProperty("text").GetString()!.Any(ch => ch > 127));
     }
 
@@ -107,7 +107,7 @@ public class ExpectationsTests
     {
         // A short prompt next to a long one (real padding, unlike the fixture's equal-length pair): each row's
         // greedy ids equal those of the prompt alone.
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         string[] prompts = ["x", "The return value of the function is"];
         var options = new GenerationOptions { MaxNewTokens = 6 };
         IReadOnlyList<GenerationResult> together = model.GenerateBatch(prompts, options);

@@ -6,7 +6,7 @@ namespace Gpt2Onnx.Tests;
 
 internal static class Fixtures
 {
-    public static IEnumerable<object[]> Exports() => [["pydocs-tiny-fp32"], ["pydocs-tiny-int4"]];
+    public static IEnumerable<object[]> Exports() => [["pydocs-micro-fp32"], ["pydocs-micro-int4"]];
 
     public static string Dir()
     {

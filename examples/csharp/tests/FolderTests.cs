@@ -22,7 +22,7 @@ public class FolderTests
     [Fact]
     public void AChangedByteIsRefused()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         byte[] bytes = File.ReadAllBytes(copy.File("vocab.json"));
         bytes[bytes.Length / 2] ^= 0x01;  // same size, other sha256
         File.WriteAllBytes(copy.File("vocab.json"), bytes);
@@ -34,7 +34,7 @@ public class FolderTests
     [Fact]
     public void ATruncatedWeightsFileIsRefused()
     {
-        using var copy = new TempExport("pydocs-tiny-int4");
+        using var copy = new TempExport("pydocs-micro-int4");
         string weights = copy.File(Manifest.Read(copy.Path).WeightsFile);
         using (var stream = new FileStream(weights, FileMode.Open))
         {
@@ -47,7 +47,7 @@ public class FolderTests
     [Fact]
     public void AMissingFileIsRefused()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         File.Delete(copy.File("merges.txt"));
         var e = Assert.Throws<MissingFileException>(() => Gpt2Model.Open(copy.Path));
         Assert.Equal("merges.txt", e.File);
@@ -56,7 +56,7 @@ public class FolderTests
     [Fact]
     public void AFolderWithoutManifestIsNotAnExport()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         File.Delete(copy.File("manifest.json"));
         Assert.Throws<NotAnExportException>(() => Gpt2Model.Open(copy.Path));
     }
@@ -64,7 +64,7 @@ public class FolderTests
     [Fact]
     public void AForeignManifestIsNotAnExport()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         JsonNode manifest = JsonNode.Parse(File.ReadAllText(copy.File("manifest.json")))!;
         manifest["format"] = "some-other-tool";
         File.WriteAllText(copy.File("manifest.json"), manifest.ToJsonString());
@@ -74,7 +74,7 @@ public class FolderTests
     [Fact]
     public void ANewerSchemaIsNotAnExportThisLibraryReads()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         JsonNode manifest = JsonNode.Parse(File.ReadAllText(copy.File("manifest.json")))!;
         manifest["schema_version"] = 99;
         File.WriteAllText(copy.File("manifest.json"), manifest.ToJsonString());
@@ -84,7 +84,7 @@ public class FolderTests
     [Fact]
     public void AFileNameLeavingTheFolderIsRefused()
     {
-        using var copy = new TempExport("pydocs-tiny-fp32");
+        using var copy = new TempExport("pydocs-micro-fp32");
         JsonNode manifest = JsonNode.Parse(File.ReadAllText(copy.File("manifest.json")))!;
         manifest["files"]!["../elsewhere"] = new JsonObject { ["size"] = 1, ["sha256"] = "00" };
         File.WriteAllText(copy.File("manifest.json"), manifest.ToJsonString());
@@ -109,7 +109,7 @@ public class FolderTests
     [Fact]
     public void EndOfTextIsOneSpecialToken()
     {
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         Assert.Equal(new long[] { model.EndOfTextId }, model.Tokenizer.Encode("<|endoftext|>"));
     }
 }

@@ -12,12 +12,12 @@ public class GenAiTests
     [Fact]
     public void GenAiReproducesTheGreedyIds()
     {
-        string folder = Fixtures.Folder("pydocs-tiny-fp32");
+        string folder = Fixtures.Folder("pydocs-micro-fp32");
         long eos = Manifest.Read(folder).EosTokenId ?? 50256;
         using var config = new Config(folder);  // reads genai_config.json
         using var model = new Model(config);
         using var tokenizer = new Tokenizer(model);
-        foreach (JsonElement prompt in Fixtures.Expectations("pydocs-tiny-fp32").GetProperty("prompts").EnumerateArray())
+        foreach (JsonElement prompt in Fixtures.Expectations("pydocs-micro-fp32").GetProperty("prompts").EnumerateArray())
         {
             long[] promptIds = Fixtures.Longs(prompt.GetProperty("ids"));
             long[] expected = Fixtures.Longs(prompt.GetProperty("greedy").GetProperty("ids"));

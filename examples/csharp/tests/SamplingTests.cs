@@ -14,7 +14,7 @@ public class SamplingTests
     [Fact]
     public void OneSeedGivesTheSameTokens()
     {
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         GenerationOptions options = Sampled(1234, temperature: 1.3f, topK: 50, topP: 0.95f);
         GenerationResult first = model.Generate(Prompt, options), second = model.Generate(Prompt, options);
         Assert.Equal(12, first.Ids.Length);
@@ -27,7 +27,7 @@ public class SamplingTests
     {
         // At temperature 2 over the whole vocabulary, 8 seeds giving one and the same 12 tokens would mean the seed
         // is ignored.
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         var runs = Enumerable.Range(0, 8).Select(s => string.Join(',', model.Generate(Prompt, Sampled(s, 2.0f)).Ids));
         Assert.True(runs.Distinct().Count() > 1);
     }
@@ -35,7 +35,7 @@ public class SamplingTests
     [Fact]
     public void TopKOfOneIsGreedy()
     {
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         long[] greedy = model.Generate(Prompt, new GenerationOptions { MaxNewTokens = 12, StopAtEndOfText = false }).Ids;
         Assert.Equal(greedy, model.Generate(Prompt, Sampled(7, temperature: 1.5f, topK: 1)).Ids);
     }
@@ -44,7 +44,7 @@ public class SamplingTests
     public void TinyTopPIsGreedy()
     {
         // The nucleus always keeps the most likely token; with top_p near 0 it keeps only that one.
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         long[] greedy = model.Generate(Prompt, new GenerationOptions { MaxNewTokens = 12, StopAtEndOfText = false }).Ids;
         Assert.Equal(greedy, model.Generate(Prompt, Sampled(7, topP: 1e-6f)).Ids);
     }
@@ -63,7 +63,7 @@ public class SamplingTests
     [Fact]
     public void BadSettingsAreRefused()
     {
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         Assert.Throws<ArgumentOutOfRangeException>(() => model.Generate(Prompt, Sampled(1, temperature: 0f)));
         Assert.Throws<ArgumentOutOfRangeException>(() => model.Generate(Prompt, Sampled(1, topP: 0f)));
         Assert.Throws<ArgumentOutOfRangeException>(() => model.Generate(Prompt, new GenerationOptions { MaxNewTokens = 0 }));
@@ -75,7 +75,7 @@ public class SamplingTests
         // Prompted with end-of-text, greedy decoding of this checkpoint may or may not produce it; whatever it
         // produces, a result that ends in end-of-text says "eos" and nothing follows it, and "length" means
         // max_new_tokens ids without end-of-text.
-        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-tiny-fp32"));
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
         for (int seed = 0; seed < 20; seed++)
         {
             GenerationResult r = model.Generate("<|endoftext|>", Sampled(seed, temperature: 1.5f) with { StopAtEndOfText = true });
