@@ -95,7 +95,7 @@ def _left_pad(rows: list[list[int]]) -> tuple[list[list[int]], list[list[int]]]:
 def greedy_margins(model: Any, rows: list[list[int]], steps: int) -> tuple[list[list[int]], list[list[float]]]:
     """Greedy decoding of a left-padded batch through the export's own prefill and decode graphs, as a consumer runs
     it: each row's chosen ids and, per step, its top-1 logit minus its top-2 logit."""
-    from gpt2_onnx.names import PAST_PREFIX
+    from gpt2_onnx_core.names import PAST_PREFIX
 
     padded, padding = _left_pad(rows)
     ids = np.array(padded, dtype=np.int64)  # (B, T)
