@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,30 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """``make(folder)`` run once per test run, whichever process asks first: the suite runs in pytest-xdist
+    workers (``-n`` in pyproject.toml), and what one worker made, the others read. The folder lives beside the
+    workers' own temporary folders, in the run's; a lock makes the others wait for it, and a folder that a crashed
+    maker left half-done (no ``.done`` mark beside it) is made again."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder: the workers' own are popen-gw0, popen-gw1, ...
+    folder = base / "made-once" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    done = folder.with_name(name + ".done")
+    with FileLock(str(folder.with_name(name + ".lock"))):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_checkpoint(tmp_path_factory.mktemp("tiny-checkpoint"))
+    return made_once(tmp_path_factory, "tiny-checkpoint", save_checkpoint)
 
 
 def _fingerprint(folder: Path) -> dict[str, str]:
@@ -138,9 +160,12 @@ def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactor
         key = tuple(sorted(options.items()))
         if key not in made:
             name = "-".join(f"{option}-{value}" for option, value in key) or "tiny"
-            folder = tmp_path_factory.mktemp("shared-export") / name
-            export_checkpoint(tiny_checkpoint, folder, share_trace=bool(options), **options)
-            made[key] = folder, _fingerprint(folder)
+            folder = made_once(
+                tmp_path_factory,
+                f"shared-export-{name}",
+                lambda out: export_checkpoint(tiny_checkpoint, out / name, share_trace=bool(options), **options),
+            )
+            made[key] = folder / name, _fingerprint(folder / name)
         return made[key][0]
 
     yield export
@@ -158,9 +183,13 @@ def scaled_export(shared_export: Callable[..., Path], tmp_path_factory: pytest.T
     def export(scale: float | str) -> Path:
         key = str(scale)
         if key not in made:
-            work = tmp_path_factory.mktemp("scaled-" + "".join(c if c.isalnum() else "-" for c in key)[-40:])
-            model = scale if isinstance(scale, str) else save_checkpoint(work / "checkpoint", logit_scale=scale)
-            made[key] = export_checkpoint(model, work / "export")
+
+            def make(work: Path) -> None:
+                model = scale if isinstance(scale, str) else save_checkpoint(work / "checkpoint", logit_scale=scale)
+                export_checkpoint(model, work / "export")
+
+            name = "scaled-" + "".join(c if c.isalnum() else "-" for c in key)[-40:]
+            made[key] = made_once(tmp_path_factory, name, make) / "export"
         return made[key]
 
     return export
@@ -184,13 +213,21 @@ def tiny_model(tiny_checkpoint: Path) -> Any:
 def peaked_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny checkpoint with a wider initialisation (0.2, not 0.02): its next-token distributions are peaked, so
     near-ties between candidates do not decide equality tests of greedy and beam search."""
-    return save_checkpoint(tmp_path_factory.mktemp("peaked-checkpoint"), seed=1, initializer_range=0.2)
+    return made_once(
+        tmp_path_factory,
+        "peaked-checkpoint",
+        lambda folder: save_checkpoint(folder, seed=1, initializer_range=0.2),
+    )
 
 
 @pytest.fixture(scope="session")
 def peaked_export(peaked_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The peaked checkpoint's export (check=False: the tests using it compare with transformers themselves)."""
-    return export_checkpoint(peaked_checkpoint, tmp_path_factory.mktemp("peaked-export") / "tiny", check=False)
+    return made_once(
+        tmp_path_factory,
+        "peaked-export",
+        lambda folder: export_checkpoint(peaked_checkpoint, folder / "tiny", check=False),
+    ) / "tiny"
 
 
 @pytest.fixture(scope="session")
