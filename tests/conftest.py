@@ -223,11 +223,12 @@ def peaked_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def peaked_export(peaked_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The peaked checkpoint's export (check=False: the tests using it compare with transformers themselves)."""
-    return made_once(
+    folder = made_once(
         tmp_path_factory,
         "peaked-export",
-        lambda folder: export_checkpoint(peaked_checkpoint, folder / "tiny", check=False),
-    ) / "tiny"
+        lambda out: export_checkpoint(peaked_checkpoint, out / "tiny", check=False),
+    )
+    return folder / "tiny"
 
 
 @pytest.fixture(scope="session")
