@@ -130,6 +130,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     with FileLock(str(folder.with_name(name + ".lock"))):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
             make(folder)
             done.touch()
     return folder
