@@ -31,7 +31,7 @@ from gpt2_onnx_runtimes.kv_buffers import SharedKvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import load_graph
+from tests.helpers import invoke, load_graph, one_error_line
 
 ON = RuntimeOptions(layout="merged", in_place_kv="on")
 OFF = RuntimeOptions(layout="merged", in_place_kv="off")
@@ -235,3 +235,19 @@ def test_shared_buffer_reorder_moves_only_the_past(rows: list[int]) -> None:
         np.testing.assert_array_equal(buffers.past(index), past[index][rows])
     with pytest.raises(ValueError, match="cannot reorder"):
         buffers.reorder(np.array([0, 9]))
+
+
+def test_run_in_place_and_copied_print_the_same_text_and_on_is_refused_where_it_cannot_apply(
+    tiny_export: Path, shared_export: Callable[..., Path]
+) -> None:
+    """``run --in-place-kv``: on and off print the same greedy text; on, where it cannot apply, is one error line
+    and exit 2 before any token (the split layout, an fp16 cache)."""
+    args = ("run", str(tiny_export), "--prompt", "Hello there", "--max-new-tokens", "8", "--no-stream")
+    printed = {mode: invoke(*args, "--in-place-kv", mode) for mode in ("on", "off", "auto")}
+    assert all(result.exit_code == 0 for result in printed.values()), {m: r.output for m, r in printed.items()}
+    assert printed["on"].stdout == printed["off"].stdout == printed["auto"].stdout
+    split = invoke(*args, "--in-place-kv", "on", "--layout", "split")
+    assert split.exit_code == 2 and "needs the merged layout" in one_error_line(split.output), split.output
+    fp16 = invoke("run", str(shared_export(precision="fp16")), "--prompt", "Hi", "--in-place-kv", "on")
+    assert fp16.exit_code == 2 and "cast to another type" in one_error_line(fp16.output), fp16.output
+    assert "Hello there" not in split.stdout

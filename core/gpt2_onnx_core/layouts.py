@@ -1,7 +1,9 @@
 """The session layouts a command can ask for (``run --layout``, bench's systems), by name, without importing ONNX
 Runtime: ``merged`` (one session over a generation graph built from decode.onnx), ``split`` (the folder's two
 graphs as shipped) and ``auto`` (merged where the installed runtime has it). The runtime's RuntimeOptions.layout
-takes exactly these names."""
+takes exactly these names. Also the KV cache's modes (``run --in-place-kv``, RuntimeOptions.in_place_kv): ``auto``
+(written in place where it applies), ``on`` (refused where it does not), ``off`` (decode.onnx's own attention, which
+copies the past into a new present every step)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from typing import Literal, get_args
 
 from gpt2_onnx_core.errors import OptionError
 
-__all__ = ["SESSION_LAYOUTS", "SessionLayout", "session_layout"]
+__all__ = ["IN_PLACE_KV_MODES", "SESSION_LAYOUTS", "InPlaceKv", "SessionLayout", "in_place_kv", "session_layout"]
 
 SessionLayout = Literal["auto", "merged", "split"]
 SESSION_LAYOUTS: tuple[SessionLayout, ...] = get_args(SessionLayout)
+InPlaceKv = Literal["auto", "on", "off"]
+IN_PLACE_KV_MODES: tuple[InPlaceKv, ...] = get_args(InPlaceKv)
 
 
 def session_layout(value: str) -> SessionLayout:
@@ -21,3 +25,11 @@ def session_layout(value: str) -> SessionLayout:
         if value == name:
             return name
     raise OptionError(f"{{layout}} must be one of {', '.join(SESSION_LAYOUTS)}, got '{value}'", "layout")
+
+
+def in_place_kv(value: str) -> InPlaceKv:
+    """``value`` as an :data:`InPlaceKv` mode; :class:`OptionError` naming the choices for any other string."""
+    for name in IN_PLACE_KV_MODES:
+        if value == name:
+            return name
+    raise OptionError(f"{{in_place_kv}} must be one of {', '.join(IN_PLACE_KV_MODES)}, got '{value}'", "in_place_kv")

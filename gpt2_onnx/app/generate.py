@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpt2_onnx_core.integrity import IntegrityCheck
+from gpt2_onnx_core.layouts import InPlaceKv, SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import GenerationOptions, GenerationResult
 from gpt2_onnx_runtimes.generation_defaults import CheckpointDefaults, ResolvedOptions
-from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, SessionLayout
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.tokenizer import TextTokenizer
 
 __all__ = [
@@ -40,8 +41,13 @@ def open_export(folder: Path, integrity: IntegrityCheck) -> ExportFolder:
 
 
 def load_for_generation(
-    export: ExportFolder, provider: ProviderName, threads: int | None, layout: SessionLayout
+    export: ExportFolder,
+    provider: ProviderName,
+    threads: int | None,
+    layout: SessionLayout,
+    in_place_kv: InPlaceKv = "auto",
 ) -> Gpt2Onnx:
-    """The opened export with its tokenizer, on ``provider`` (never another), in session ``layout``."""
-    options = RuntimeOptions(provider=provider, intra_op_threads=threads, layout=layout)
+    """The opened export with its tokenizer, on ``provider`` (never another), in session ``layout``, its KV cache
+    written in place or copied as ``in_place_kv`` says."""
+    options = RuntimeOptions(provider=provider, intra_op_threads=threads, layout=layout, in_place_kv=in_place_kv)
     return Gpt2Onnx.open(export, options)

@@ -15,7 +15,8 @@ from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_option
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError
-from gpt2_onnx_core.layouts import SESSION_LAYOUTS, SessionLayout
+from gpt2_onnx_core.compatibility import IN_PLACE_KV_MIN_ONNXRUNTIME
+from gpt2_onnx_core.layouts import IN_PLACE_KV_MODES, SESSION_LAYOUTS, InPlaceKv, SessionLayout
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
@@ -219,6 +220,15 @@ def _random_weights_note(manifest: Manifest) -> None:
     "one thread pool; onnxruntime >= 1.21); split = the folder's two graphs as shipped (fp32 on the CPU: weights "
     "mapped once, not prepacked); auto = merged where the runtime has it.",
 )
+@click.option(
+    "--in-place-kv",
+    type=click.Choice(IN_PLACE_KV_MODES),
+    default="auto",
+    show_default=True,
+    help="The KV cache: on = written at each new position of one buffer (merged layout, CPU, a float32 cache; "
+    f"onnxruntime >= {IN_PLACE_KV_MIN_ONNXRUNTIME}), refused where that does not apply; off = decode.onnx's own "
+    "attention, which copies the whole past every step; auto = on where it applies.",
+)
 @integrity_option
 @verbose_option
 @click.pass_context
@@ -235,6 +245,7 @@ def run(
     threads: int | None,
     no_stream: bool,
     layout: SessionLayout,
+    in_place_kv: InPlaceKv,
     no_sha256_check: bool,
     **flags: Any,
 ) -> None:
@@ -262,7 +273,7 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    model = load_for_generation(export, provider, threads, layout)
+    model = load_for_generation(export, provider, threads, layout, in_place_kv)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line

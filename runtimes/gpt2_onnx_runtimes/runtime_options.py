@@ -10,16 +10,15 @@ from typing import Literal
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.errors import InvalidInputError, RuntimeVersionError
 from gpt2_onnx_core.integrity import IntegrityCheck
-from gpt2_onnx_core.layouts import SESSION_LAYOUTS, SessionLayout
+from gpt2_onnx_core.layouts import IN_PLACE_KV_MODES, SESSION_LAYOUTS, InPlaceKv, SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.versions import version_tuple
 
 __all__ = ["InPlaceKv", "RuntimeOptions", "SessionLayout", "resolve_layout"]
 
-InPlaceKv = Literal["auto", "on", "off"]
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 _LAYOUTS = SESSION_LAYOUTS
-_IN_PLACE = ("auto", "on", "off")
+_IN_PLACE = IN_PLACE_KV_MODES
 
 
 @dataclass(frozen=True)
