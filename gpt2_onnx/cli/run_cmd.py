@@ -14,8 +14,8 @@ from gpt2_onnx.cli.display import echo_json
 from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
-from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.compatibility import IN_PLACE_KV_MIN_ONNXRUNTIME
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.layouts import IN_PLACE_KV_MODES, SESSION_LAYOUTS, InPlaceKv, SessionLayout
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.providers import ProviderName
