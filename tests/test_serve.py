@@ -1,6 +1,12 @@
-"""``gpt2-onnx serve`` end to end: one server (a local Ray, one replica, the tiny export) on a loopback port for
-the module, driven by the official OpenAI client and plain HTTP; then Ctrl-C ends it and every process it started.
-"""
+"""``gpt2-onnx serve`` end to end: one server (a local Ray, one replica) on a loopback port for the module, driven
+by the official OpenAI client and plain HTTP; then Ctrl-C ends it and every process it started.
+
+The module's server serves the committed fixture export of a trained checkpoint (``fixtures/pydocs-micro-fp32``,
+as small as the tiny test model), not random weights: a request batched with others gets logits that differ from
+its logits alone by float rounding (about 1e-7), and on random weights, whose next-token distributions are nearly
+flat over 50,257 tokens, that is enough to move a sampled draw to the neighbouring token now and then (how often
+depends on which requests happen to share a step, so on timing). A trained model's distributions are peaked, as
+a real GPT-2's are, and the equality of concurrent and sequential results then holds for sampling too."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, one_error_line
 
 KEY = "serve-test-key"
+SERVED = Path(__file__).resolve().parents[1] / "fixtures" / "pydocs-micro-fp32"  # scripts/make_fixtures.py
 PROMPT = "The meaning of life is"
 WORDS = [
     "the",
@@ -57,8 +64,20 @@ WORDS = [
 
 
 @pytest.fixture(scope="module")
-def server(tiny_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    process = ServeProcess(tiny_export, tmp_path_factory.mktemp("serve-logs"), "--api-key", KEY, "--max-batch", "8")
+def served() -> Path:
+    """The export the module's server serves (the requests name it "tiny")."""
+    return SERVED
+
+
+@pytest.fixture(scope="module")
+def served_model(served: Path) -> Gpt2Onnx:
+    return Gpt2Onnx.load(served)
+
+
+@pytest.fixture(scope="module")
+def server(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    logs = tmp_path_factory.mktemp("serve-logs")
+    process = ServeProcess(served, logs, "--api-key", KEY, "--max-batch", "8", "--model-name", "tiny")
     try:
         yield process.start()
     finally:
@@ -76,22 +95,22 @@ def run_json(export: Path, *args: str) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
-def test_completion_equals_gpt2_onnx_run(client: openai.OpenAI, tiny_export: Path) -> None:
-    expected = run_json(tiny_export, "-p", PROMPT, "-n", "16")
+def test_completion_equals_gpt2_onnx_run(client: openai.OpenAI, served: Path) -> None:
+    expected = run_json(served, "-p", PROMPT, "-n", "16")
     answer = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=16, temperature=0)
     assert answer.choices[0].text == expected["text"]
     assert answer.choices[0].finish_reason == ("length" if expected["finish_reason"] == "length" else "stop")
     assert answer.usage is not None and answer.usage.completion_tokens == len(expected["token_ids"])
 
 
-def test_streamed_chunks_concatenate_to_the_same_text(client: openai.OpenAI, tiny_export: Path) -> None:
-    expected = run_json(tiny_export, "-p", PROMPT, "-n", "16")["text"]
+def test_streamed_chunks_concatenate_to_the_same_text(client: openai.OpenAI, served: Path) -> None:
+    expected = run_json(served, "-p", PROMPT, "-n", "16")["text"]
     stream = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=16, temperature=0, stream=True)
     chunks = [chunk.choices[0].text for chunk in stream if chunk.choices]
     assert len(chunks) > 1 and "".join(chunks) == expected
 
 
-def test_n_choices_with_a_seed_repeat_exactly(client: openai.OpenAI, tiny_export: Path) -> None:
+def test_n_choices_with_a_seed_repeat_exactly(client: openai.OpenAI, served: Path) -> None:
     def ask() -> list[str]:
         answer = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=12, n=3, seed=42, temperature=0.9)
         return [choice.text for choice in sorted(answer.choices, key=lambda c: c.index)]
@@ -100,7 +119,7 @@ def test_n_choices_with_a_seed_repeat_exactly(client: openai.OpenAI, tiny_export
     assert ask() == first and len(set(first)) > 1
     # choice j samples as sequence j of `gpt2-onnx run --sample --seed 42 --num-return-sequences 3`
     args = ["-p", PROMPT, "-n", "12", "--sample", "--temperature", "0.9", "--seed", "42", "--num-return-sequences", "3"]
-    result = invoke("run", str(tiny_export), "--json", *args)
+    result = invoke("run", str(served), "--json", *args)
     assert result.exit_code == 0, result.output
     assert first == [json.loads(line)["text"] for line in result.stdout.splitlines()]
 
@@ -123,9 +142,9 @@ def _alone(model: Gpt2Onnx, body: dict[str, Any]) -> str:
     return model.generate(body["prompt"], options)[0].text
 
 
-def test_concurrent_clients_get_their_sequential_results(server: ServeProcess, model: Gpt2Onnx) -> None:
+def test_concurrent_clients_get_their_sequential_results(server: ServeProcess, served_model: Gpt2Onnx) -> None:
     clients, per_client = 16, 4
-    expected = {i: _alone(model, _request(i)) for i in range(clients * per_client)}  # one at a time, in-process
+    expected = {i: _alone(served_model, _request(i)) for i in range(clients * per_client)}  # one at a time, in-process
 
     def one_client(number: int) -> dict[int, str]:
         own = openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=120)
