@@ -47,7 +47,7 @@ public sealed record Manifest(
                     }
                     catch (ExportFolderException bad)
                     {
-                        throw new ExportFolderException($"{path} {bad.Message}");
+                        throw new NotAnExportException($"{path} {bad.Message}");  // the manifest contradicts itself
                     }
                 }
             }
@@ -97,7 +97,7 @@ public sealed record Manifest(
     {
         if (file.Length == 0 || file is "." or ".." || file.IndexOfAny(['/', '\\', '\0']) >= 0)
         {
-            throw new ExportFolderException($"{path}: '{file}' is not a plain file name inside the export folder");
+            throw new NotAnExportException($"{path}: '{file}' is not a plain file name inside the export folder");
         }
         return file;
     }
@@ -122,8 +122,10 @@ public sealed record Manifest(
         }
         JsonElement root = doc.RootElement;
         if (root.ValueKind != JsonValueKind.Object
-            || !root.TryGetProperty("format", out JsonElement f) || f.GetString() != format
-            || !root.TryGetProperty("schema_version", out JsonElement v) || v.GetInt32() > newestSchema)
+            || !root.TryGetProperty("format", out JsonElement f) || f.ValueKind != JsonValueKind.String
+            || f.GetString() != format
+            || !root.TryGetProperty("schema_version", out JsonElement v) || v.ValueKind != JsonValueKind.Number
+            || !v.TryGetInt32(out int schema) || schema > newestSchema)
         {
             doc.Dispose();
             throw new NotAnExportException($"{path} is not a {format} file this library reads");

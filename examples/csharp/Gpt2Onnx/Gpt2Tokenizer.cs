@@ -18,14 +18,15 @@ public sealed class Gpt2Tokenizer
     public Gpt2Tokenizer(string folder, int endOfTextId)
     {
         var special = new Dictionary<string, int> { [EndOfText] = endOfTextId };
-        var options = new BpeOptions(Path.Combine(folder, VocabFile), Path.Combine(folder, MergesFile))
-        {
-            ByteLevel = true,  // UTF-8 bytes mapped to GPT-2's printable alphabet (space → 'Ġ')
-            PreTokenizer = new RegexPreTokenizer(new Regex(Gpt2Pattern, RegexOptions.Compiled), special),
-            SpecialTokens = special,
-        };
         try
         {
+            // BpeOptions' constructor reads and checks vocab.json and merges.txt, so it belongs inside the try.
+            var options = new BpeOptions(Path.Combine(folder, VocabFile), Path.Combine(folder, MergesFile))
+            {
+                ByteLevel = true,  // UTF-8 bytes mapped to GPT-2's printable alphabet (space → 'Ġ')
+                PreTokenizer = new RegexPreTokenizer(new Regex(Gpt2Pattern, RegexOptions.Compiled), special),
+                SpecialTokens = special,
+            };
             _tokenizer = BpeTokenizer.Create(options);
         }
         catch (Exception e) when (e is InvalidOperationException or ArgumentException or System.Text.Json.JsonException)
@@ -37,7 +38,7 @@ public sealed class Gpt2Tokenizer
 
     public int EndOfTextId { get; }
 
-    /// <summary>Text → ids; "<|endoftext|>" in the text becomes its id.</summary>
+    /// <summary>Text → ids; "&lt;|endoftext|&gt;" in the text becomes its id.</summary>
     public long[] Encode(string text) => _tokenizer.EncodeToIds(text).Select(id => (long)id).ToArray();
 
     /// <summary>Ids → text (byte-level: a multi-byte character split across ids decodes once all its bytes are in).</summary>

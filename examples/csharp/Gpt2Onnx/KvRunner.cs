@@ -16,6 +16,10 @@ public sealed class ExportSessions : IDisposable
 
     private readonly bool _ownsKvMemory;
 
+    /// <param name="folder">The export folder.</param>
+    /// <param name="manifest">Its manifest.json, read.</param>
+    /// <param name="provider">"cpu" or "cuda".</param>
+    /// <param name="deviceId">The CUDA device (ignored on the CPU).</param>
     /// <param name="shareWeights">Float32 on the CPU: both sessions read one map of the weights file, prepacking
     /// off (weights in memory once). False, or where that does not apply: ONNX Runtime loads and prepacks the
     /// weights per session.</param>

@@ -32,10 +32,11 @@ public sealed record GenerationOptions
 
 public sealed class TokenChooser(GenerationOptions options)
 {
+    private readonly GenerationOptions _options = options;
     private readonly Random _random = new(options.Seed ?? Random.Shared.Next());
 
     public long Choose(ReadOnlySpan<float> logits) =>  // logits: (V)
-        options.DoSample ? Sample(logits) : Batching.Argmax(logits);
+        _options.DoSample ? Sample(logits) : Batching.Argmax(logits);
 
     private long Sample(ReadOnlySpan<float> logits)
     {
@@ -44,10 +45,10 @@ public sealed class TokenChooser(GenerationOptions options)
         float[] scaled = new float[logits.Length];
         for (int i = 0; i < logits.Length; i++)
         {
-            scaled[i] = logits[i] / options.Temperature;
+            scaled[i] = logits[i] / _options.Temperature;
         }
         Array.Sort(order, (a, b) => scaled[b] != scaled[a] ? scaled[b].CompareTo(scaled[a]) : a.CompareTo(b));
-        int keep = options.TopK > 0 ? Math.Min(options.TopK, order.Length) : order.Length;
+        int keep = _options.TopK > 0 ? Math.Min(_options.TopK, order.Length) : order.Length;
 
         // Softmax over the kept candidates (in double, shifted by the largest).
         double max = scaled[order[0]], total = 0;
@@ -63,7 +64,7 @@ public sealed class TokenChooser(GenerationOptions options)
         for (int i = 0; i < keep; i++)
         {
             cumulative += probs[i] / total;
-            if (cumulative >= options.TopP)
+            if (cumulative >= _options.TopP)
             {
                 nucleus = i + 1;
                 break;
