@@ -101,6 +101,20 @@ def test_pool_reuses_and_grows_buffers() -> None:
     assert pool.free_floats == 2 * 2 * 3 * 2 * 16 * 4  # the larger pair kept, the smaller dropped
 
 
+def test_pool_hands_out_the_smallest_fitting_array_among_several() -> None:
+    """Several free arrays of different sizes (what concurrent generations leave): each take gets the smallest
+    that fits, the very array given, and one too large for all is new while the smallest free one is dropped."""
+    pool = BufferPool(keep=4)
+    arrays = [np.zeros(size, dtype=np.float32) for size in (2304, 3072, 1024, 4096)]
+    pool.give(arrays)
+    assert pool.take(2000) is arrays[0]
+    assert pool.take(3000) is arrays[1]
+    assert pool.take(5000).size == 5000  # none fits: a new array, and the smallest free one (1024) dropped
+    assert pool.free_floats == 4096
+    assert pool.take(10) is arrays[3]
+    assert pool.free_floats == 0
+
+
 def test_stale_pool_contents_do_not_change_a_generation(model: Gpt2Onnx) -> None:
     loaded = model._loaded
     dims = loaded.manifest.dims

@@ -54,13 +54,14 @@ class BufferPool:
 
     def take(self, size: int) -> np.ndarray:
         with self._lock:
-            fitting = [a for a in self._free if a.size >= size]
+            # Free arrays are kept largest first (give), so the last one of at least `size` floats is the smallest
+            # that fits. Taken out by position: list.remove would compare arrays with ==, element by element (a
+            # ValueError for two arrays of different sizes, seen when concurrent generations left several free).
+            fitting = [index for index, array in enumerate(self._free) if array.size >= size]
             if fitting:
-                best = min(fitting, key=lambda a: a.size)
-                self._free.remove(best)
-                return best
+                return self._free.pop(fitting[-1])
             if self._free:  # none large enough: drop the smallest so the pool grows instead of piling up
-                self._free.remove(min(self._free, key=lambda a: a.size))
+                self._free.pop()
         return np.empty(size, dtype=np.float32)
 
     def give(self, arrays: list[np.ndarray]) -> None:
