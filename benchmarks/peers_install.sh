@@ -11,7 +11,8 @@
 #
 # Prints "NAME PYTHON" per peer on stdout when done (progress goes to stderr).
 # llama.cpp: the library is built with CMake from the llama.cpp vendored in the llama-cpp-python sdist (one build:
-# libllama with its ggml libraries, and llama-quantize for the GGUF variants); the binding is installed from the
+# libllama with its ggml libraries, llama-quantize for the GGUF variants, and llama-server for
+# benchmarks/serve_peers.py); the binding is installed from the
 # same sdist without its own C++ build and finds the library in its package's lib/ folder, where it normally is.
 # -march=native, AMX kernels off (they crashed on an Intel machine with AMX): -DGGML_AMX_*=OFF and -mno-amx-*.
 # torch is installed first everywhere and pinned: a bare `pip install torch` on Linux pulls the multi-GB CUDA build.
@@ -26,7 +27,7 @@ LLAMA_CMAKE=(
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON
   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
   "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX"
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON
   -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN"  # libraries and tools find each other
 )
 
@@ -116,7 +117,7 @@ install_llama_cpp() {
     rm -rf "$build"
     cmake -S "$source/vendor/llama.cpp" -B "$build" "${LLAMA_CMAKE[@]}" >"$PEERS_CACHE/llama-cmake.log" 2>&1 \
       || { tail -20 "$PEERS_CACHE/llama-cmake.log" >&2; exit 1; }
-    cmake --build "$build" -j "$JOBS" --target llama llama-quantize >>"$PEERS_CACHE/llama-cmake.log" 2>&1 \
+    cmake --build "$build" -j "$JOBS" --target llama llama-quantize llama-server >>"$PEERS_CACHE/llama-cmake.log" 2>&1 \
       || { tail -20 "$PEERS_CACHE/llama-cmake.log" >&2; exit 1; }
     log "building $venv"
     new_venv "$venv"
