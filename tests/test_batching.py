@@ -17,6 +17,7 @@ from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_cache import RunningBatch
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from tests.conftest import move_eos
 
 PROMPTS = [
@@ -94,7 +95,23 @@ def test_joining_and_leaving_rows_get_what_they_get_alone(model: Gpt2Onnx, engin
     assert engine.stats().rows == 0
 
 
+@pytest.mark.parametrize("name", ["longer-joins", "after-a-leave"])
+def test_the_copied_cache_gets_what_generation_gets_on_decode_onnx_graph(tiny_export: Path, name: str) -> None:
+    """With the in-place cache off (decode.onnx's concatenating attention) the batch keeps its cache in two
+    buffers that swap (CopiedCache); rows joining, padding and leaving still get what they get alone."""
+    runtime = RuntimeOptions(in_place_kv="off")
+    model = Gpt2Onnx.load(tiny_export, options=runtime)
+    engine = BatchEngine.load(tiny_export, runtime, EngineOptions(max_rows=8, trim_columns=1))
+    assert not engine.loaded.steps.in_place and not model._loaded.steps.in_place
+    schedule = [
+        (at, spec(model, PROMPTS[p], new, **(SAMPLED if sampled else {}))) for at, p, new, sampled in SCHEDULES[name]
+    ]
+    for (_, s), updates in zip(schedule, drive(engine, schedule), strict=True):
+        assert tokens(updates) == alone(model, s).token_ids
+
+
 def test_finished_rows_leave_and_unused_padding_is_trimmed(model: Gpt2Onnx, engine: BatchEngine) -> None:
+    assert engine.loaded.steps.in_place, "the default engine runs the in-place cache"
     long, short = spec(model, PROMPTS[4], 3), spec(model, PROMPTS[0], 12)
     engine.submit(long, lambda update: None)
     engine.submit(short, lambda update: None)
@@ -225,20 +242,22 @@ def test_the_loop_thread_serves_many_threads(model: Gpt2Onnx, tiny_export: Path)
         assert tokens(updates) == alone(model, s).token_ids
 
 
-def test_running_batch_rows_join_leave_and_trim_like_numpy() -> None:
+@pytest.mark.parametrize("in_place", [False, True], ids=["copied", "in-place"])
+def test_running_batch_rows_join_leave_and_trim_like_numpy(in_place: bool) -> None:
     rng = np.random.default_rng(0)
-    batch = RunningBatch(count=2, n_head=2, head_dim=3)
-    a = rng.standard_normal((2, 1, 2, 4, 3)).astype(np.float32)  # (count, b, nh, T, hs)
-    b = rng.standard_normal((2, 2, 2, 6, 3)).astype(np.float32)
+    batch = RunningBatch(count=2, n_head=2, head_dim=3, in_place=in_place, max_positions=32)
+    a = rng.standard_normal((2, 1, 2, 4, 3)).astype(np.float32)  # (count, 1, nh, T, hs)
+    b = rng.standard_normal((2, 1, 2, 6, 3)).astype(np.float32)
     c = rng.standard_normal((2, 1, 2, 2, 3)).astype(np.float32)
-    batch.join(a)
-    batch.join(b)  # longer: row a is left-padded by 2
-    batch.join(c)  # shorter: padded itself
+    batch.join(list(a))
+    batch.join(list(b), copies=2)  # longer: row a is left-padded by 2; two choices of one prompt
+    batch.join(list(c))  # shorter: padded itself
     kv = batch.kv()
     assert kv.shape == (2, 4, 2, 6, 3)
     np.testing.assert_array_equal(kv[:, 0, :, 2:], a[:, 0]) and np.testing.assert_array_equal(kv[:, 0, :, :2], 0)
-    np.testing.assert_array_equal(kv[:, 1:3], b)
+    np.testing.assert_array_equal(kv[:, 1:3], np.repeat(b, 2, axis=1))
     np.testing.assert_array_equal(kv[:, 3, :, 4:], c[:, 0])
+    np.testing.assert_array_equal(kv[:, 3, :, :4], 0)
     assert batch.mask.tolist() == [[0, 0, 1, 1, 1, 1], [1] * 6, [1] * 6, [0, 0, 0, 0, 1, 1]]
     assert batch.next_position.tolist() == [4, 6, 6, 2]
     order = batch.leave({1, 2})  # the long rows go; the last row moves into place 1
@@ -248,3 +267,23 @@ def test_running_batch_rows_join_leave_and_trim_like_numpy() -> None:
     batch.trim()
     assert batch.length == 4 and batch.mask.tolist() == [[1, 1, 1, 1], [0, 0, 1, 1]]
     np.testing.assert_array_equal(batch.kv()[:, 0], a[:, 0])
+    np.testing.assert_array_equal(batch.kv()[:, 1, :, 2:], c[:, 0])
+
+
+def test_in_place_batch_keeps_rows_when_its_capacity_grows() -> None:
+    """Rows joining past the capacity lay the cache out again; every row's positions survive the move."""
+    rng = np.random.default_rng(1)
+    batch = RunningBatch(count=2, n_head=2, head_dim=3, in_place=True, max_positions=64)
+    short = rng.standard_normal((2, 1, 2, 3, 3)).astype(np.float32)  # (count, 1, nh, T, hs)
+    batch.join(list(short), copies=3)
+    first = batch._storage.capacity  # type: ignore[attr-defined]
+    long = rng.standard_normal((2, 1, 2, first + 5, 3)).astype(np.float32)
+    batch.join(list(long))
+    assert batch._storage.capacity > first  # type: ignore[attr-defined]
+    kv = batch.kv()  # (count, 4, nh, first + 5, hs)
+    for row in range(3):
+        np.testing.assert_array_equal(kv[:, row, :, -3:], short[:, 0])
+        np.testing.assert_array_equal(kv[:, row, :, :-3], 0)
+    np.testing.assert_array_equal(kv[:, 3], long[:, 0])
+    with pytest.raises(ValueError, match="at most 64 positions"):
+        batch.join(list(rng.standard_normal((2, 1, 2, 65, 3)).astype(np.float32)))

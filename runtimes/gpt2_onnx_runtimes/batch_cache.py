@@ -1,23 +1,31 @@
 """The running batch of the batching engine: its KV cache, attention mask and positions, rows joining and leaving.
 
 Rows are right-aligned, as left padding lays them out: every row's newest token sits in the last column, so one
-decode step feeds (B, 1) tokens after a (B, nh, P, hs) past. Like :mod:`gpt2_onnx_runtimes.kv_buffers`, each cache
-tensor has two flat buffers owned by the runtime: a step reads the past from one and ONNX Runtime writes the
-present, one position longer, into the other through IO binding. Unlike it, the batch changes shape between steps:
+decode step feeds (B, 1) tokens after a (B, nh, P, hs) past. The batch changes shape between steps:
 
-    join   a prefilled prompt (b, nh, T, hs) goes in after the last row. T <= P: in place, its first P - T
-           positions zero and masked. T > P: every running row is left-padded by T - P (one copy of the cache).
+    join   a prefilled prompt (nh, T, hs) goes in after the last row, once per choice. T <= P: in place, its
+           first P - T positions zero and masked. T > P: every running row is left-padded by T - P.
     leave  finished rows go; the last rows move into their places (a copy of the moved rows only).
     trim   columns that no remaining row attends to (the padding of rows that left) are dropped, so the batch's
            length stays that of its longest row, within n_positions.
+
+The cache lives in memory the runtime owns, in one of two layouts, as the loaded generation graph needs:
+
+    copied    (:class:`CopiedCache`) decode.onnx's contract: a step reads the past (B, nh, P, hs) from one
+              buffer and ONNX Runtime writes the present, one position longer, into the other through IO
+              binding; the two swap. Every step moves the whole cache.
+    in place  (:class:`InPlaceCache`) the in-place generation graph (:mod:`gpt2_onnx_runtimes.inplace_attention`):
+              one buffer per cache tensor, (B, nh, C, hs) with a capacity C of at least P + 1 positions, bound as
+              both the past and the present; a step writes only column P of each row. C grows (by half again,
+              up to n_positions) when a step would pass it, the one time the rows move.
 
 Padding is zeros, never uninitialized memory: masked positions still enter the attention products.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -26,30 +34,65 @@ from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["RunningBatch"]
+__all__ = ["CopiedCache", "InPlaceCache", "KvStorage", "RunningBatch"]
 
 _HEADROOM = 1.5  # a buffer grows to this many times what a step needs, so that it is not reallocated every step
+_MIN_GROWTH = 64  # and the in-place cache's capacity by at least this many positions
 
 
-class RunningBatch:
-    """``count`` cache tensors of (rows, n_head, length, head_dim) float32, with the mask (rows, length) and each
-    row's next position (rows,)."""
+class KvStorage(Protocol):
+    """Where the running batch's ``count`` cache tensors live; ``rows`` and ``length`` are the batch's own."""
+
+    def view(self, rows: int, length: int) -> np.ndarray:
+        """(count, rows, nh, length, hs): the past as it stands, a view valid until the batch changes."""
+        ...
+
+    def add_rows(self, rows: int, length: int, kept: int) -> None:
+        """Room for ``rows`` rows of ``length`` positions, the first ``kept`` rows kept where :meth:`view` finds
+        them."""
+        ...
+
+    def shift(self, rows: int, length: int, by: int) -> None:
+        """Move every row's ``length`` positions ``by`` columns: right (``by`` > 0; the columns left open are
+        zeroed) or left (``by`` < 0; the first ``-by`` are dropped)."""
+        ...
+
+    def before_step(self, rows: int, length: int) -> None:
+        """Room for one more position after ``length``."""
+        ...
+
+    def bind(self, binding: ort.IOBinding, names: tuple[list[str], list[str]], rows: int, length: int) -> None:
+        """Bind the past (``length`` positions) and the present of one decode step (``length + 1``)."""
+        ...
+
+    def stepped(self) -> None:
+        """After a decode step: the present just written is the past."""
+        ...
+
+    def clear(self, release: bool) -> None:
+        """Hold no rows; ``release``: give the memory back too (else it is kept for the rows to come)."""
+        ...
+
+
+class CopiedCache:
+    """Two flat buffers per tensor, each holding (rows, nh, length, hs) contiguously; a step reads one and writes
+    the other (see the module docstring)."""
 
     def __init__(self, count: int, n_head: int, head_dim: int) -> None:
         self.count, self.n_head, self.head_dim = count, n_head, head_dim
-        self.rows = 0
-        self.length = 0  # P: positions in the past
-        self.mask = np.zeros((0, 0), dtype=np.int64)  # (B, P)
-        self.next_position = np.zeros(0, dtype=np.int64)  # (B,): real tokens so far = the next token's position
-        self._buffers = [np.zeros((count, 0), dtype=np.float32) for _ in range(2)]  # (count, capacity) each
+        self.clear(release=True)
+
+    def clear(self, release: bool) -> None:
+        if release:
+            self._buffers = [np.zeros((self.count, 0), dtype=np.float32) for _ in range(2)]  # (count, capacity) each
         self._current = 0  # the buffer holding the past
 
-    def _block(self, length: int) -> int:
-        return self.n_head * length * self.head_dim  # one row of one tensor
+    def _size(self, rows: int, length: int) -> int:
+        return rows * self.n_head * length * self.head_dim  # floats per tensor
 
-    def _reserve(self, which: int, rows: int, length: int, keep: int = 0) -> np.ndarray:
+    def _buffer(self, which: int, rows: int, length: int, keep: int = 0) -> np.ndarray:
         """Buffer ``which`` with room for (rows, nh, length, hs) per tensor, its first ``keep`` values kept."""
-        need = rows * self._block(length)
+        need = self._size(rows, length)
         buffer = self._buffers[which]
         if buffer.shape[1] < need:
             grown = np.empty((self.count, int(need * _HEADROOM)), dtype=np.float32)
@@ -58,38 +101,177 @@ class RunningBatch:
         return buffer
 
     def _view(self, which: int, rows: int, length: int) -> np.ndarray:
-        """(count, rows, nh, length, hs): a view of buffer ``which``."""
-        used = self._buffers[which][:, : rows * self._block(length)]
+        used = self._buffers[which][:, : self._size(rows, length)]
         return used.reshape(self.count, rows, self.n_head, length, self.head_dim)
+
+    def view(self, rows: int, length: int) -> np.ndarray:
+        return self._view(self._current, rows, length)
+
+    def add_rows(self, rows: int, length: int, kept: int) -> None:
+        self._buffer(self._current, rows, length, self._size(kept, length))
+
+    def before_step(self, rows: int, length: int) -> None:
+        pass  # bind() sizes the other buffer for the present
+
+    def shift(self, rows: int, length: int, by: int) -> None:
+        """Into the other buffer, which then holds the past: one copy of the cache."""
+        past = self.view(rows, length)
+        self._buffer(1 - self._current, rows, length + by)
+        target = self._view(1 - self._current, rows, length + by)  # (count, B, nh, P + by, hs)
+        if by >= 0:
+            target[:, :, :, :by] = 0
+            target[:, :, :, by:] = past
+        else:
+            target[...] = past[:, :, :, -by:]
+        self._current = 1 - self._current
+
+    def bind(self, binding: ort.IOBinding, names: tuple[list[str], list[str]], rows: int, length: int) -> None:
+        past_names, present_names = names
+        past = self._buffers[self._current]
+        present = self._buffer(1 - self._current, rows, length + 1)
+        shape = [rows, self.n_head, length, self.head_dim]
+        grown = [rows, self.n_head, length + 1, self.head_dim]
+        for index, name in enumerate(past_names):
+            binding.bind_input(name, "cpu", 0, np.float32, shape, past[index].ctypes.data)  # (B, nh, P, hs)
+        for index, name in enumerate(present_names):
+            binding.bind_output(name, "cpu", 0, np.float32, grown, present[index].ctypes.data)  # (B, nh, P + 1, hs)
+
+    def stepped(self) -> None:
+        self._current = 1 - self._current
+
+
+class InPlaceCache:
+    """One flat buffer per tensor holding (rows, nh, capacity, hs): rows ``nh · capacity · hs`` floats apart,
+    whatever the length, so rows join and leave and a step writes its column without moving the others. The
+    capacity starts at what the first rows need plus headroom and grows up to ``max_positions``; the buffer has
+    room for ``max_rows`` rows from the start (pages that no row has written are not resident)."""
+
+    def __init__(self, count: int, n_head: int, head_dim: int, max_positions: int, max_rows: int) -> None:
+        self.count, self.n_head, self.head_dim, self.max_positions = count, n_head, head_dim, max_positions
+        self.max_rows = max_rows
+        self.clear(release=True)
+
+    def clear(self, release: bool) -> None:
+        if release:
+            self._flat = np.zeros((self.count, 0), dtype=np.float32)  # (count, rows · nh · capacity · hs)
+            self.capacity = 0
+
+    def _tensors(self, rows: int, capacity: int | None = None) -> np.ndarray:
+        """(count, rows, nh, capacity, hs): a view of the buffer."""
+        capacity = self.capacity if capacity is None else capacity
+        used = self._flat[:, : rows * self.n_head * capacity * self.head_dim]
+        return used.reshape(self.count, rows, self.n_head, capacity, self.head_dim)
+
+    def view(self, rows: int, length: int) -> np.ndarray:
+        return self._tensors(rows)[:, :, :, :length]
+
+    def add_rows(self, rows: int, length: int, kept: int) -> None:
+        self._reserve(rows, length, kept, length)
+
+    def before_step(self, rows: int, length: int) -> None:
+        self._reserve(rows, length + 1, rows, length)
+
+    def _reserve(self, rows: int, length: int, kept_rows: int, kept_length: int) -> None:
+        """Room for ``rows`` rows of ``length`` positions, the first ``kept_rows`` rows' first ``kept_length``
+        positions kept."""
+        if length > self.max_positions:
+            raise ValueError(f"the batch's cache holds at most {self.max_positions} positions; {length} asked for")
+        capacity = self.capacity
+        if length > capacity:
+            capacity = min(self.max_positions, max(length + _MIN_GROWTH, int(length * _HEADROOM)))
+        need = rows * self.n_head * capacity * self.head_dim
+        if capacity == self.capacity and self._flat.shape[1] >= need:
+            return
+        if capacity == self.capacity:  # more rows, same layout: the used part is one contiguous prefix
+            grown = np.empty((self.count, int(need * _HEADROOM)), dtype=np.float32)
+            keep = kept_rows * self.n_head * capacity * self.head_dim
+            grown[:, :keep] = self._flat[:, :keep]
+            self._flat = grown
+            return
+        # A new capacity: every kept row is laid out again (the one time a row's positions move in memory).
+        rows_room = max(rows, self.max_rows)
+        grown = np.empty((self.count, rows_room * self.n_head * capacity * self.head_dim), dtype=np.float32)
+        if kept_rows and kept_length:
+            old = self._tensors(kept_rows)[:, :, :, :kept_length]  # (count, kept, nh, kept_length, hs)
+            laid_out = grown.reshape(self.count, rows_room, self.n_head, capacity, self.head_dim)
+            laid_out[:, :kept_rows, :, :kept_length] = old
+        self._flat, self.capacity = grown, capacity
+
+    def shift(self, rows: int, length: int, by: int) -> None:
+        self._reserve(rows, length + max(by, 0), rows, length)
+        tensors = self._tensors(rows)  # (count, B, nh, C, hs)
+        if by >= 0:
+            tensors[:, :, :, by : length + by] = tensors[:, :, :, :length]  # numpy copies overlapping ranges safely
+            tensors[:, :, :, :by] = 0
+        else:
+            tensors[:, :, :, : length + by] = tensors[:, :, :, -by:length]
+
+    def bind(self, binding: ort.IOBinding, names: tuple[list[str], list[str]], rows: int, length: int) -> None:
+        if length + 1 > self.capacity:
+            raise ValueError(f"the batch's cache holds {self.capacity} positions; a step needs {length + 1}")
+        shape = [rows, self.n_head, self.capacity, self.head_dim]
+        for kind, bind in zip(names, (binding.bind_input, binding.bind_output), strict=True):
+            for index, name in enumerate(kind):
+                bind(name, "cpu", 0, np.float32, shape, self._flat[index].ctypes.data)  # (B, nh, C, hs): one buffer
+
+    def stepped(self) -> None:
+        pass  # the step wrote column P of each row in place
+
+
+class RunningBatch:
+    """``count`` cache tensors of (rows, n_head, length, head_dim) float32, with the mask (rows, length) and each
+    row's next position (rows,). ``in_place``: the generation graph writes the cache in place
+    (:class:`InPlaceCache`, up to ``max_positions`` positions and room for ``max_rows`` rows); otherwise it
+    returns a new present (:class:`CopiedCache`). The memory stays when the batch empties (the next rows reuse
+    its pages) until :meth:`clear` is told to release it."""
+
+    def __init__(
+        self,
+        count: int,
+        n_head: int,
+        head_dim: int,
+        in_place: bool = False,
+        max_positions: int = 1024,
+        max_rows: int = 16,
+    ) -> None:
+        self.count, self.n_head, self.head_dim = count, n_head, head_dim
+        self.in_place = in_place
+        self._storage: KvStorage = (
+            InPlaceCache(count, n_head, head_dim, max_positions, max_rows)
+            if in_place
+            else CopiedCache(count, n_head, head_dim)
+        )
+        self.rows = 0
+        self.length = 0  # P: positions in the past
+        self.mask = np.zeros((0, 0), dtype=np.int64)  # (B, P)
+        self.next_position = np.zeros(0, dtype=np.int64)  # (B,): real tokens so far = the next token's position
 
     def kv(self) -> np.ndarray:
         """The past as it stands, (count, B, nh, P, hs): a view, valid until the batch changes."""
-        return self._view(self._current, self.rows, self.length)
+        return self._storage.view(self.rows, self.length)
 
-    def join(self, kv: np.ndarray) -> None:
-        """Append rows whose prompts were prefilled alone: ``kv`` (count, b, nh, T, hs), T real tokens each."""
-        added, length = kv.shape[1], kv.shape[3]
-        rows = self.rows + added
-        if length <= self.length:
-            keep = self.rows * self._block(self.length)
-            self._reserve(self._current, rows, self.length, keep)
-            new = self._view(self._current, rows, self.length)[:, self.rows :]  # (count, b, nh, P, hs)
-            new[:, :, :, : self.length - length] = 0
-            new[:, :, :, self.length - length :] = kv
-            pad = self.length - length
-        else:  # the running rows are left-padded to the newcomers' length
+    def join(self, past: Sequence[np.ndarray], copies: int = 1) -> None:
+        """Append ``copies`` rows of one prompt prefilled alone: ``past`` holds each cache tensor, (1, nh, T, hs)
+        or (nh, T, hs), T real tokens; each new row gets the same past (one per choice of the request)."""
+        if len(past) != self.count:
+            raise ValueError(f"joining rows need {self.count} cache tensors, got {len(past)}")
+        length = past[0].shape[-2]
+        rows = self.rows + copies
+        if length > self.length:  # the running rows are left-padded to the newcomers' length first
             grow = length - self.length
-            self._reserve(1 - self._current, rows, length)
-            target = self._view(1 - self._current, rows, length)  # (count, B + b, nh, T, hs)
-            target[:, : self.rows, :, :grow] = 0
-            target[:, : self.rows, :, grow:] = self.kv()
-            target[:, self.rows :] = kv
-            self._current = 1 - self._current
+            if self.rows:
+                self._storage.shift(self.rows, self.length, grow)
             self.mask = np.concatenate([np.zeros((self.rows, grow), dtype=np.int64), self.mask], axis=1)
-            self.length, pad = length, 0
-        newcomers = np.concatenate([np.zeros((added, pad), np.int64), np.ones((added, length), np.int64)], axis=1)
-        self.mask = np.concatenate([self.mask, newcomers], axis=0)  # (B + b, P)
-        self.next_position = np.concatenate([self.next_position, np.full(added, length, dtype=np.int64)])
+            self.length = length
+        self._storage.add_rows(rows, self.length, self.rows)
+        new = self._storage.view(rows, self.length)[:, self.rows :]  # (count, copies, nh, P, hs)
+        pad = self.length - length
+        new[:, :, :, :pad] = 0
+        for index, tensor in enumerate(past):
+            new[index, :, :, pad:] = tensor.reshape(self.n_head, length, self.head_dim)  # (nh, T, hs) to every copy
+        newcomers = np.concatenate([np.zeros((copies, pad), np.int64), np.ones((copies, length), np.int64)], axis=1)
+        self.mask = np.concatenate([self.mask.reshape(self.rows, self.length), newcomers], axis=0)  # (B + b, P)
+        self.next_position = np.concatenate([self.next_position, np.full(copies, length, dtype=np.int64)])
         self.rows = rows
 
     def leave(self, finished: Collection[int]) -> list[int]:
@@ -118,11 +300,8 @@ class RunningBatch:
         dead = self.dead_columns()
         if dead == 0:
             return
-        length = self.length - dead
-        self._reserve(1 - self._current, self.rows, length)
-        self._view(1 - self._current, self.rows, length)[...] = self.kv()[:, :, :, dead:]
-        self._current = 1 - self._current
-        self.mask, self.length = self.mask[:, dead:], length
+        self._storage.shift(self.rows, self.length, -dead)
+        self.mask, self.length = self.mask[:, dead:], self.length - dead
 
     def dead_columns(self) -> int:
         """Leading columns that no row attends to."""
@@ -131,13 +310,12 @@ class RunningBatch:
         used = np.flatnonzero(self.mask.any(axis=0))
         return int(used[0]) if used.size else self.length
 
-    def clear(self) -> None:
-        """Empty the batch and release its buffers."""
+    def clear(self, release: bool = False) -> None:
+        """Empty the batch; ``release``: its memory too."""
         self.rows = self.length = 0
         self.mask = np.zeros((0, 0), dtype=np.int64)
         self.next_position = np.zeros(0, dtype=np.int64)
-        self._buffers = [np.zeros((self.count, 0), dtype=np.float32) for _ in range(2)]
-        self._current = 0
+        self._storage.clear(release)
 
     def decode(
         self,
@@ -148,26 +326,20 @@ class RunningBatch:
     ) -> np.ndarray:
         """One decode step of every row: ``tokens`` (B,) fed at each row's next position after the past; returns
         the next-token logits (B, V). ``names``: the past inputs and present outputs, in (layer, key/value) order."""
-        past_names, present_names = names
         rows, length = self.rows, self.length
+        self._storage.before_step(rows, length)
         mask = np.concatenate([self.mask, np.ones((rows, 1), dtype=np.int64)], axis=1)  # (B, P + 1)
         binding = session.io_binding()
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(tokens.reshape(rows, 1), dtype=np.int64))  # (B, 1)
         binding.bind_cpu_input(ATTENTION_MASK, mask)
         binding.bind_cpu_input(POSITION_IDS, self.next_position.reshape(rows, 1).copy())  # (B, 1)
-        past = self._buffers[self._current]
-        present = self._reserve(1 - self._current, rows, length + 1)
-        shape, grown = [rows, self.n_head, length, self.head_dim], [rows, self.n_head, length + 1, self.head_dim]
-        for index, name in enumerate(past_names):
-            binding.bind_input(name, "cpu", 0, np.float32, shape, past[index].ctypes.data)  # (B, nh, P, hs)
+        binding.bind_output(LOGITS, "cpu")  # first: get_outputs() lists the outputs in the order bound
+        self._storage.bind(binding, names, rows, length)
         for name, value in constants.items():
             binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d)
-        binding.bind_output(LOGITS, "cpu")
-        for index, name in enumerate(present_names):
-            binding.bind_output(name, "cpu", 0, np.float32, grown, present[index].ctypes.data)  # (B, nh, P + 1, hs)
         session.run_with_iobinding(binding)
         logits = binding.get_outputs()[0].numpy()[:, -1]  # (B, V)
-        self._current = 1 - self._current
+        self._storage.stepped()
         self.mask, self.length = mask, length + 1
         self.next_position = self.next_position + 1
         return logits

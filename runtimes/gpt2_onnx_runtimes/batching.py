@@ -93,6 +93,15 @@ class Ticket:
         return self._cancelled.is_set()
 
 
+@dataclass(frozen=True)
+class _Prefilled:
+    """A request whose prompt was prefilled: its choices that go on, and the runner holding the prompt's cache."""
+
+    ticket: Ticket
+    choices: list[Choice]
+    runner: KvCacheRunner
+
+
 class BatchEngine:
     """Batches the requests submitted to it over one loaded export (see the module docstring)."""
 
@@ -113,7 +122,10 @@ class BatchEngine:
             [past_name(i, kv) for i in layers for kv in KV_KINDS],
             [present_name(i, kv) for i in layers for kv in KV_KINDS],
         )
-        self._batch = RunningBatch(2 * dims.n_layer, dims.n_head, dims.head_dim)
+        steps = loaded.steps
+        self._batch = RunningBatch(
+            2 * dims.n_layer, dims.n_head, dims.head_dim, steps.in_place, dims.n_positions, self.options.max_rows
+        )
         self._rows: list[tuple[Ticket, Choice]] = []  # row i of the batch: its request and choice
         self._waiting: deque[Ticket] = deque()
         self._running: set[Ticket] = set()
@@ -162,8 +174,9 @@ class BatchEngine:
     def step(self) -> bool:
         """One iteration (drop cancelled, admit, decode, release); returns whether work remains."""
         self._drop_cancelled()
-        for ticket in self._admit():
-            self._prefill(ticket)
+        prefilled = [done for ticket in self._admit() if (done := self._prefill(ticket)) is not None]
+        for done in sorted(prefilled, key=lambda done: -done.runner.past_length):
+            self._join(done)  # longest first: the shorter are padded as they join, the running rows never are
         if self._rows:
             try:
                 self._decode()
@@ -196,8 +209,9 @@ class BatchEngine:
                 budget -= len(spec.prompt_ids)
         return admitted
 
-    def _prefill(self, ticket: Ticket) -> None:
-        """Prefill ``ticket``'s prompt alone, choose every choice's first token, and let the unfinished join."""
+    def _prefill(self, ticket: Ticket) -> _Prefilled | None:
+        """Prefill ``ticket``'s prompt alone and choose every choice's first token; returns what joins the batch
+        (the unfinished choices and the prompt's cache), None when nothing does."""
         spec = ticket.spec
         ids = np.asarray([spec.prompt_ids], dtype=np.int64)  # (1, T)
         mask = np.ones_like(ids)  # (1, T)
@@ -211,14 +225,20 @@ class BatchEngine:
             with_top = spec.logprobs is not None
             choices = [Choice(row, choose, end, self.tokenizer, with_top) for row in rows]
             joining = [choice for choice in choices if self._report(ticket, choice.advance(logits))]
-            if joining and not ticket.cancelled:
-                past = runner.past or []
-                kv = np.stack([value.numpy() for value in past])  # (count, 1, nh, T, hs)
-                self._batch.join(np.repeat(kv, len(joining), axis=1))  # (count, n, nh, T, hs)
-                self._rows += [(ticket, choice) for choice in joining]
-                self._running.add(ticket)
         except Exception as exc:  # this request fails; the running batch is untouched
             self._fail(ticket, exc)
+            return None
+        return _Prefilled(ticket, joining, runner) if joining and not ticket.cancelled else None
+
+    def _join(self, done: _Prefilled) -> None:
+        """The prefilled prompt's rows join the batch, one per unfinished choice."""
+        try:
+            self._batch.join(done.runner.past_arrays(), len(done.choices))  # (1, nh, T, hs) each
+        except Exception as exc:  # this request fails; the running batch is untouched
+            self._fail(done.ticket, exc)
+            return
+        self._rows += [(done.ticket, choice) for choice in done.choices]
+        self._running.add(done.ticket)
 
     def _decode(self) -> None:
         batch = self._batch
@@ -309,4 +329,4 @@ class BatchEngine:
         for ticket in waiting + list(self._running):
             self._fail(ticket, ServerBusyError("the server is shutting down"))
         self._rows = []
-        self._batch.clear()
+        self._batch.clear(release=True)

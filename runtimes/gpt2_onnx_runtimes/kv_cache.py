@@ -77,6 +77,15 @@ class KvCacheRunner:
             return [ort.OrtValue.ortvalue_from_numpy(self._buffers.past(i)) for i in range(count)]
         return self._past
 
+    def past_arrays(self) -> list[np.ndarray]:
+        """The cache after the last step on the host, (B, nh, P, hs) per tensor in (layer, key/value) order: views
+        of the runtime's buffers where they hold it contiguously (valid until the next step), else copies."""
+        if self._buffers is not None:
+            return [self._buffers.past(i) for i in range(len(self._past_names))]
+        if self._past is None:
+            raise RuntimeError("past_arrays() before prefill()")
+        return [value.numpy() for value in self._past]
+
     def prefill(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
         """Run the prompt (B, T); returns the next-token logits of its last position, (B, V)."""
         empty = None

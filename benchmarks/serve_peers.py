@@ -1,0 +1,280 @@
+"""``gpt2-onnx serve`` beside llama.cpp's own server (``llama-server``: parallel slots, continuous batching) on the
+same requests from the same concurrent clients, one checkpoint converted by each tool (issue 25).
+
+For each pair (our fp32 export and llama.cpp's f32 GGUF; our int4 export and its q4_0 GGUF) both servers are up at
+once on loopback, and the rounds alternate between them (the order swapping every round), so that load from
+outside falls on both alike:
+
+    gpt2-onnx  ``gpt2-onnx serve EXPORT`` (one replica; its defaults: 2 ONNX Runtime threads, 16 rows per batch)
+    llama.cpp  ``llama-server -m GGUF -np 16 -c 16·CTX -t 2 -tb 2`` (16 slots of CTX positions, continuous batching
+               as it does by default); its prompt cache is off (``cache_prompt: false`` in every request, host-memory
+               cache ``--cache-ram 0``): the rounds repeat the prompts, and reusing a slot's earlier prompt would
+               skip prefills that ours runs
+
+Each round sends every request once from ``--clients`` threads pulling from one queue: OpenAI ``/v1/completions``,
+greedy (temperature 0), ``max_tokens`` each, not streamed (the clients' own work stays small beside the servers'
+on 2 cores; a streamed answer costs the client a parse per token). tokens/s: the completion tokens both servers
+report (``usage``) over the round's wall time, first request sent to last answer; the median over the rounds. Texts
+are compared between the two (greedy on the same weights: equal until the two engines' rounding parts them).
+
+    python benchmarks/serve_peers.py --llama-server .ci-cache/peers/llama-build/bin/llama-server \\
+        --pair fp32 benchmarks/out/peers/gpt2-onnx-fp32 benchmarks/out/peers/gguf/f32.gguf \\
+        --pair int4 benchmarks/out/peers/gpt2-onnx-int4 benchmarks/out/peers/gguf/q4_0.gguf \\
+        --out benchmarks/results/STAMP-serve-peers.json
+
+``benchmarks/serve_peers.sh`` builds llama.cpp and the files first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx2
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.serve_load import percentiles, requests  # noqa: E402  # after the path
+from benchmarks.serve_process import ServeProcess, free_port  # noqa: E402
+
+READY_TIMEOUT_S = 120.0
+SLOT_POSITIONS = 256  # llama-server's positions per slot: the longest prompt (~160 tokens) and 32 new ones fit
+
+
+class Server(Protocol):
+    url: str
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+
+class LlamaServer:
+    """``llama-server`` in a process group of its own on a free loopback port; :meth:`stop` ends that group only."""
+
+    def __init__(self, binary: Path, gguf: Path, logs: Path, slots: int, threads: int) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._command = [
+            str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port),
+            "-np", str(slots), "-c", str(slots * SLOT_POSITIONS), "-t", str(threads), "-tb", str(threads),
+            "--cache-ram", "0", "--no-webui",
+        ]  # fmt: skip
+        self._logs = logs
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return self._command
+
+    def start(self) -> LlamaServer:
+        self._logs.mkdir(parents=True, exist_ok=True)
+        with open(self._logs / "llama-server.txt", "wb") as out:
+            self._process = subprocess.Popen(
+                self._command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                tail = (self._logs / "llama-server.txt").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"llama-server exited with {self._process.returncode}: {tail}")
+            try:
+                if httpx2.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return self
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"llama-server not ready after {READY_TIMEOUT_S} s")
+
+    def stop(self) -> None:
+        if self._process is None or self._process.poll() is not None:
+            return
+        os.killpg(self._process.pid, signal.SIGTERM)  # the group this process leads: only what we started
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait(10)
+
+
+@dataclass
+class Outcomes:
+    """One server's answers over the rounds."""
+
+    system: str
+    rounds: list[tuple[int, int, float]] = field(default_factory=list)  # (requests, completion tokens, wall s)
+    latency_ms: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # the last round's, in request order
+    loads: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "requests": sum(n for n, _, _ in self.rounds),
+            "requests_per_s": round(float(np.median([n / wall for n, _, wall in self.rounds])), 3),
+            "tokens_per_s": round(float(np.median([t / wall for _, t, wall in self.rounds])), 1),
+            "tokens_per_s_rounds": [round(t / wall, 1) for _, t, wall in self.rounds],
+            "latency_ms": percentiles(self.latency_ms),
+            "load_1min": round(float(np.mean(self.loads)), 2),
+        }
+
+
+def complete(http: httpx2.Client, body: dict[str, Any], extra: dict[str, Any]) -> tuple[float, str, int]:
+    """One completion, not streamed: (latency s, text, completion tokens)."""
+    start = time.perf_counter()
+    response = http.post("/v1/completions", json={"model": "bench", "temperature": 0, **body, **extra})
+    response.raise_for_status()
+    answer = response.json()
+    return time.perf_counter() - start, answer["choices"][0]["text"], int(answer["usage"]["completion_tokens"])
+
+
+def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[str, Any], into: Outcomes) -> None:
+    """Every request once, from ``clients`` threads pulling from one queue."""
+    work: queue.Queue[int] = queue.Queue()
+    for index in range(len(bodies)):
+        work.put(index)
+    answers: dict[int, tuple[float, str, int]] = {}
+    failures: list[BaseException] = []
+
+    def client() -> None:
+        with httpx2.Client(base_url=url, timeout=600) as http:
+            while True:
+                try:
+                    index = work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    answers[index] = complete(http, bodies[index], extra)
+                except Exception as exc:  # noqa: BLE001  # reported after the round
+                    failures.append(exc)
+                    return
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - start
+    if failures:
+        raise RuntimeError(f"{into.system}: {len(failures)} requests failed; first: {failures[0]}")
+    ordered = [answers[i] for i in range(len(bodies))]
+    into.rounds.append((len(ordered), sum(a[2] for a in ordered), wall))
+    into.latency_ms += [1000 * a[0] for a in ordered]
+    into.texts = [a[1] for a in ordered]
+    into.loads.append(os.getloadavg()[0])
+
+
+# What each server is sent beside the OpenAI fields: llama-server's prompt cache off (see the module docstring).
+EXTRA = {"gpt2-onnx": {}, "llama.cpp": {"cache_prompt": False}}
+
+
+def measure_pair(servers: dict[str, Server], bodies: list[dict[str, Any]], clients: int, rounds: int) -> list[Outcomes]:
+    """Both servers up, a warm-up round each, then ``rounds`` rounds alternating, the order swapping each round."""
+    outcomes = {name: Outcomes(name) for name in servers}
+    try:
+        for server in servers.values():
+            server.start()
+        for name, server in servers.items():
+            one_round(server.url, bodies[:clients], clients, EXTRA[name], Outcomes("warm-up"))
+        names = list(servers)
+        for number in range(rounds):
+            for name in names if number % 2 == 0 else names[::-1]:
+                time.sleep(1.0)  # the other server's threads go idle
+                one_round(servers[name].url, bodies, clients, EXTRA[name], outcomes[name])
+                print(f"round {number + 1}/{rounds}: {name} done", file=sys.stderr, flush=True)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return list(outcomes.values())
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| weights | server | clients | requests/s | tokens/s (rounds) | × llama-server tokens/s | latency p50 / p99 ms "
+        "| texts equal | load (1 min) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for pair in results["pairs"]:
+        peer = next(row for row in pair["servers"] if row["system"] == "llama.cpp")
+        for row in pair["servers"]:
+            rounds = ", ".join(f"{t:.0f}" for t in row["tokens_per_s_rounds"])
+            lines.append(
+                f"| {pair['name']} | {row['system']} | {results['settings']['clients']} | {row['requests_per_s']:.2f} "
+                f"| {row['tokens_per_s']:.1f} ({rounds}) | {row['tokens_per_s'] / peer['tokens_per_s']:.2f} "
+                f"| {row['latency_ms']['p50']:.0f} / {row['latency_ms']['p99']:.0f} "
+                f"| {pair['texts_equal']}/{len(pair['texts'])} | {row['load_1min']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def cpu_model() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llama-server", type=Path, required=True)
+    parser.add_argument(
+        "--pair", nargs=3, action="append", metavar=("NAME", "EXPORT", "GGUF"), required=True,
+        help="our export folder and llama.cpp's GGUF of the same checkpoint",
+    )  # fmt: skip
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=48, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="llama-server's -t and -tb")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write (and .md beside it)")
+    args = parser.parse_args()
+    bodies = requests(args.requests, args.max_tokens)
+    results: dict[str, Any] = {
+        "machine": {
+            "cpu": cpu_model(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_before": os.getloadavg(),
+        },
+        "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "max_tokens", "threads")}
+        | {"prompt_words": "8..120", "slot_positions": SLOT_POSITIONS},
+        "pairs": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="serve-peers-") as logs:
+        for name, export, gguf in args.pair:
+            llama = LlamaServer(args.llama_server, Path(gguf), Path(logs) / name, args.clients, args.threads)
+            ours = ServeProcess(Path(export), Path(logs) / f"{name}-ours", "--model-name", "bench")
+            results["settings"]["llama_server_command"] = [Path(a).name if "/" in a else a for a in llama.command]
+            found = measure_pair({"gpt2-onnx": ours, "llama.cpp": llama}, bodies, args.clients, args.rounds)
+            texts = {outcome.system: outcome.texts for outcome in found}
+            equal = sum(a == b for a, b in zip(texts["gpt2-onnx"], texts["llama.cpp"], strict=True))
+            results["pairs"].append(
+                {
+                    "name": name,
+                    "servers": [outcome.figures() for outcome in found],
+                    "texts_equal": equal,
+                    "texts": texts["gpt2-onnx"],
+                }
+            )
+    results["machine"]["load_after"] = os.getloadavg()
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(table(results))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
