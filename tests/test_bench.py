@@ -14,7 +14,7 @@ from gpt2_onnx.app.bench.report import summarize
 from gpt2_onnx.app.bench.table import render_table
 from gpt2_onnx.app.bench.tasks import RawResults, bench_tasks
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
 
@@ -105,6 +105,23 @@ def test_settings_validation() -> None:
     with pytest.raises(InvalidInputError):
         BenchSettings(prompt_lengths=())
     assert BenchSettings.from_json(BenchSettings().to_json()) == BenchSettings()
+
+
+def test_decode_contexts_settings() -> None:
+    """Stored sorted and once each, counted in the longest sequence, kept by JSON; JSON without them still loads."""
+    settings = BenchSettings(decode_contexts=(1000, 512, 512), context_new_tokens=16)
+    assert settings.decode_contexts == (512, 1000)
+    assert settings.longest_sequence() == 1016
+    assert BenchSettings(decode_contexts=(8,)).longest_sequence() == BenchSettings().longest_sequence() == 192
+    data = json.loads(json.dumps(settings.to_json()))
+    assert data["decode_contexts"] == [512, 1000]
+    assert BenchSettings.from_json(data) == settings
+    older = {k: v for k, v in BenchSettings().to_json().items() if k not in {"decode_contexts", "context_new_tokens"}}
+    assert BenchSettings.from_json(older) == BenchSettings()
+    with pytest.raises(OptionError, match="decode_contexts must be >= 1, got 0, 512"):
+        BenchSettings(decode_contexts=(0, 512))
+    with pytest.raises(OptionError, match="context_new_tokens must be >= 2"):
+        BenchSettings(decode_contexts=(512,), context_new_tokens=1)
 
 
 def _raw(label: str, kind: str, scale: float, settings: BenchSettings) -> RawResults:
