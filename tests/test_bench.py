@@ -63,6 +63,17 @@ def test_bench_table_without_eager(tiny_export: Path) -> None:
     assert f"{tiny_export.name}+split" in result.stdout  # --unshared: the two graphs, prepacked per session, beside
 
 
+def test_bench_decode_contexts_option(tiny_export: Path) -> None:
+    """``--decode-contexts`` (in any order) reaches the settings: a figure per length in the JSON."""
+    options = ["--decode-contexts", "12,6", "--context-new-tokens", "2"]
+    result = invoke("bench", str(tiny_export), *SMALL, "--no-eager", *options, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["settings"]["decode_contexts"] == [6, 12] and report["settings"]["context_new_tokens"] == 2
+    figures = report["systems"][tiny_export.name]["figures"]
+    assert {"decode_ms_per_token/6", "decode_ms_per_token/12", "decode_growth/12"} <= set(figures)
+
+
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-checkpoint"
     result = invoke("bench", str(tiny_export), *SMALL, "--model", str(missing))
