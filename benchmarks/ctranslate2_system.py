@@ -6,7 +6,10 @@ Runs in the CTranslate2 venv (benchmarks/peers_install.sh) through
 ``SystemSpec(factory="benchmarks.ctranslate2_system:Ctranslate2System", folder=..., python=...)``. The compute type
 is the one the folder was converted with (``compute_type="default"``); one translator replica
 (``inter_threads=1``) with ``intra_threads`` = the settings' threads. CTranslate2 takes tokens as strings: the
-prompt's ids are mapped through the folder's vocabulary, and the steps answer with ids.
+prompt's ids are mapped through the folder's vocabulary, and the steps answer with ids. No fixed context: the cache
+grows with the sequence, and ``max_length`` counts new tokens only; ``generate_tokens`` leaves ``generate_batch``'s
+``max_input_length`` at its default, 1,024 tokens (a longer prompt would be cut), which the bench's prompts, within
+GPT-2's 1,024 positions, never pass (``decode_contexts`` included: 1,000 + 16).
 """
 
 from __future__ import annotations

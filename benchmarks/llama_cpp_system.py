@@ -6,8 +6,11 @@ Runs in the llama.cpp venv (benchmarks/peers_install.sh) through
 
 One generation: clear the context's memory (KV cache), decode the whole prompt as one batch (logits of its last
 position only), then one token per decode; each token chosen by llama.cpp's greedy sampler and timed when it is on
-the host. ``n_threads`` and ``n_threads_batch`` are the settings' threads; everything else is llama.cpp's default
-(KV cache f16, flash attention as it decides), which ``describe()`` records with the build's CPU features.
+the host. ``n_threads`` and ``n_threads_batch`` are the settings' threads; the context holds the bench's longest
+sequence (``BenchSettings.longest_sequence()``: 512 positions for the default side-by-side, 1,024 with a 1,000-token
+``decode_contexts`` prompt; never more than the model's ``n_ctx_train``), and ``n_batch`` = ``n_ubatch`` = that
+context, so that the whole prompt is one batch; everything else is llama.cpp's default (KV cache f16, flash
+attention as it decides), which ``describe()`` records with the build's CPU features.
 """
 
 from __future__ import annotations
@@ -20,23 +23,20 @@ from typing import Any
 import llama_cpp as ll
 import numpy as np
 
-from benchmarks.peer_common import GreedyPeer, GreedyRun, single_prompt
+from benchmarks.peer_common import GreedyPeer, GreedyRun, context_positions, single_prompt
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = ["LlamaCppSystem"]
 
-_CONTEXT = 512  # positions: the bench needs 128 + 64
-
 
 class LlamaCppSystem(GreedyPeer):
-    """A GGUF model in one llama.cpp context of ``_CONTEXT`` positions, ``settings.threads`` threads."""
+    """A GGUF model in one llama.cpp context that holds the bench's longest sequence, ``settings.threads`` threads."""
 
     def __init__(self, spec: SystemSpec, settings: BenchSettings) -> None:
         if spec.folder is None:
             raise ValueError("the llama.cpp system needs the GGUF file (SystemSpec.folder)")
-        if settings.longest_sequence() > _CONTEXT:
-            raise ValueError(f"the llama.cpp system holds {_CONTEXT} positions, the bench needs more")
         self.path, self.threads = Path(spec.folder), settings.threads
+        self.needed = settings.longest_sequence()  # positions: prompt + new tokens of the longest task
         self._model: Any = None
         self._ctx: Any = None
         self._sampler: Any = None
@@ -46,8 +46,9 @@ class LlamaCppSystem(GreedyPeer):
         self._model = ll.llama_model_load_from_file(str(self.path).encode(), ll.llama_model_default_params())
         if not self._model:
             raise RuntimeError(f"llama.cpp could not load {self.path}")
+        context = context_positions(self.needed, int(ll.llama_model_n_ctx_train(self._model)))
         params = ll.llama_context_default_params()
-        params.n_ctx = params.n_batch = params.n_ubatch = _CONTEXT
+        params.n_ctx = params.n_batch = params.n_ubatch = context  # the whole prompt decoded as one batch
         params.n_seq_max = 1
         params.n_threads = params.n_threads_batch = self.threads
         params.no_perf = True
@@ -97,6 +98,7 @@ class LlamaCppSystem(GreedyPeer):
             "system_info": (ll.llama_print_system_info() or b"").decode(),
             "model": description.value.decode(),
             "n_vocab": ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model)),
+            "n_ctx": int(ll.llama_n_ctx(self._ctx)),  # the context's positions (also n_batch and n_ubatch)
             "kv_cache_types": [int(params.type_k), int(params.type_v)],  # ggml_type: 1 is f16
             "flash_attn_type": (ll.llama_flash_attn_type_name(params.flash_attn_type) or b"").decode(),
         }

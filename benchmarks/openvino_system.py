@@ -9,8 +9,13 @@ Runs in the OpenVINO venv (benchmarks/peers_install.sh) through
 - ``cpu_defaults``: what the CPU plugin chooses itself (bf16 compute where the CPU has AMX, a u8 KV cache).
 
 Both: ``INFERENCE_NUM_THREADS`` = the settings' threads, one stream, and prefix caching off (otherwise a repeated
-prompt, as every round's is, is served from the cache and its prefill is not measured). Each token is timed when the
-pipeline hands it to the streamer (on the host); ``describe()`` states what the plugin resolved.
+prompt, as every round's is, is served from the cache and its prefill is not measured). Passing a scheduler config
+replaces LLMPipeline's own (whose batch of tokens is unlimited) with ``SchedulerConfig``'s defaults, which cut a prompt
+longer than ``max_num_batched_tokens`` (256) into several forwards: that limit is raised to the bench's longest
+sequence where it is longer (``decode_contexts`` prompts of 512 or 1,000 tokens), so that every prompt is one
+forward, as without a scheduler config; the default side-by-side (128 + 64) keeps the default. The KV cache grows as
+needed (``cache_size`` and ``num_kv_blocks`` 0). Each token is timed when the pipeline hands it to the streamer (on
+the host); ``describe()`` states what the plugin resolved.
 """
 
 from __future__ import annotations
@@ -51,10 +56,11 @@ class _Marks(ov_genai.StreamerBase):
 
 
 class OpenVinoSystem(GreedyPeer):
-    """An OpenVINO IR folder on the CPU with ``threads`` inference threads and ``properties`` on top."""
+    """An OpenVINO IR folder on the CPU with ``threads`` inference threads and ``properties`` on top; ``positions``:
+    the longest sequence it will run (prompt and new tokens), so that every prompt goes in as one forward."""
 
-    def __init__(self, folder: Path, threads: int, properties: dict[str, str]) -> None:
-        self.folder, self.threads, self.extra = folder, threads, properties
+    def __init__(self, folder: Path, threads: int, properties: dict[str, str], positions: int) -> None:
+        self.folder, self.threads, self.extra, self.positions = folder, threads, properties, positions
         self._pipe: ov_genai.LLMPipeline | None = None
 
     @property
@@ -70,6 +76,8 @@ class OpenVinoSystem(GreedyPeer):
     def load(self) -> None:
         scheduler = ov_genai.SchedulerConfig()
         scheduler.enable_prefix_caching = False
+        # a longer prompt than this would be cut into several forwards (see the module's docstring)
+        scheduler.max_num_batched_tokens = max(scheduler.max_num_batched_tokens, self.positions)
         self._pipe = ov_genai.LLMPipeline(str(self.folder), "CPU", scheduler_config=scheduler, **self.properties)
 
     def _config(self, new_tokens: int) -> ov_genai.GenerationConfig:
@@ -114,9 +122,9 @@ def _folder(spec: SystemSpec) -> Path:
 
 def forced_f32(spec: SystemSpec, settings: BenchSettings) -> OpenVinoSystem:
     """f32 compute and KV cache, whatever the CPU offers."""
-    return OpenVinoSystem(_folder(spec), settings.threads, dict(_F32))
+    return OpenVinoSystem(_folder(spec), settings.threads, dict(_F32), settings.longest_sequence())
 
 
 def cpu_defaults(spec: SystemSpec, settings: BenchSettings) -> OpenVinoSystem:
     """The CPU plugin's own precision choices."""
-    return OpenVinoSystem(_folder(spec), settings.threads, {})
+    return OpenVinoSystem(_folder(spec), settings.threads, {}, settings.longest_sequence())

@@ -12,7 +12,7 @@ import numpy as np
 
 from gpt2_onnx_core.bench_protocol import GenerationTiming
 
-__all__ = ["Greedy", "GreedyPeer", "GreedyRun", "files_of", "single_prompt", "timing_of"]
+__all__ = ["Greedy", "GreedyPeer", "GreedyRun", "context_positions", "files_of", "single_prompt", "timing_of"]
 
 # (the chosen tokens (B, new_tokens), the moment each step's were on the host, the start): as OptimumSystem.greedy
 GreedyRun = tuple[list[list[int]], list[float], float]
@@ -20,6 +20,17 @@ GreedyRun = tuple[list[list[int]], list[float], float]
 
 class Greedy(Protocol):
     def greedy(self, input_ids: np.ndarray, new_tokens: int) -> GreedyRun: ...
+
+
+def context_positions(needed: int, trained: int, least: int = 512, step: int = 256) -> int:
+    """The positions of a peer's fixed context (llama.cpp's ``n_ctx``) for a bench whose longest sequence is
+    ``needed``: rounded up to a multiple of ``step`` (llama.cpp pads its context so anyway), at least ``least`` (the
+    side-by-side's context before it had longer prompts), at most ``trained``, the model's own positions (0: not
+    known). A bench that needs more than the model holds is refused."""
+    if trained > 0 and needed > trained:
+        raise ValueError(f"the bench needs {needed} positions, the model holds {trained}")
+    size = max(least, -(-needed // step) * step)
+    return min(size, trained) if trained > 0 else size
 
 
 def single_prompt(input_ids: np.ndarray, peer: str) -> list[int]:

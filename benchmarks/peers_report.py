@@ -9,7 +9,11 @@ figure over the baseline's of the same round), as ``gpt2_onnx.app.bench.report``
   decode precedes every measured prefill (as in use, where the next prompt follows the last generation);
 - ``decode_ms_per_token``: (last − first token's time) / (n − 1) of the "decode" task;
 - ``first_token_ms``: the decode task's own time to first token (it follows a one-token generation, a prefill);
-- ``prefill_back_to_back_ms``: the bench's "prefill/128" task (it follows the previous round's generation).
+- ``prefill_back_to_back_ms``: the bench's "prefill/128" task (it follows the previous round's generation);
+- with ``decode_contexts`` (``--decode-contexts``), ``decode_ms_per_token/C``: (last − first token's time) / (n − 1)
+  of the "decode/C" task, a generation after a C-token prompt, with its ratio × the baseline paired per round as the
+  others; and ``decode_growth/C``: that over the system's own ``decode_ms_per_token`` of the same round (its decode
+  after the 128-token prompt), then the median over rounds (no ratio × the baseline).
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx.app.bench.report import Metric, paired_per_round
-from gpt2_onnx.app.bench.tasks import RawResults
+from gpt2_onnx.app.bench.report import Metric, decode_context_key, decode_growth_key, paired_per_round
+from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "first_split",
     "other_work",
     "ours_spec",
+    "parse_lengths",
     "peer_spec",
     "peers_settings",
     "round_metrics",
@@ -56,9 +61,12 @@ CPU_FLAGS = (
 _POSITIONAL = {"kind", "label", "folder", "factory", "python"}  # set by the command line's positions
 
 
-def peers_settings(threads: int, repeats: int, warmup: int = 1, new_tokens: int = 64) -> BenchSettings:
+def peers_settings(
+    threads: int, repeats: int, warmup: int = 1, new_tokens: int = 64, decode_contexts: Sequence[int] = ()
+) -> BenchSettings:
     """The bench's settings for the side-by-side: one 128-token prompt at batch 1 everywhere; the "batch" task is
-    a second decode-prompt generation (batch 1, 128 tokens) and so the prefill that follows a decode."""
+    a second decode-prompt generation (batch 1, 128 tokens) and so the prefill that follows a decode. With
+    ``decode_contexts``, a decode run after a prompt of each of those lengths too (after the other tasks)."""
     return BenchSettings(
         threads=threads,
         prompt_lengths=(128,),
@@ -68,7 +76,19 @@ def peers_settings(threads: int, repeats: int, warmup: int = 1, new_tokens: int 
         batch_prompt_length=128,
         repeats=repeats,
         warmup=warmup,
+        decode_contexts=tuple(decode_contexts),
     )
+
+
+def parse_lengths(text: str) -> tuple[int, ...]:
+    """``"512,1000"`` → (512, 1000) (``--decode-contexts``); ValueError, in one line, for anything else."""
+    try:
+        lengths = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"expected comma-separated token counts such as 512,1000, got '{text}'") from None
+    if any(length < 1 for length in lengths):
+        raise ValueError(f"every length must be >= 1, got '{text}'")
+    return lengths
 
 
 def _coerce(name: str, text: str) -> Any:
@@ -140,31 +160,49 @@ def _decode_ms(answer: dict[str, Any]) -> float:
     return 1000.0 * (float(answer["total_s"]) - float(answer["first_token_s"])) / steps
 
 
-def round_metrics() -> list[Metric]:
-    """The side-by-side's figures, each computed from one round's answer of one task."""
+def round_metrics(decode_contexts: Sequence[int] = ()) -> list[Metric]:
+    """The side-by-side's figures, each computed from one round's answer of one task (with ``decode_contexts``,
+    the decode ms/token after each of those prompt lengths too)."""
     return [
         Metric("prefill_ms", "prefill 128 after a decode (ms)", "batch", _ms("first_token_s")),
         Metric("decode_ms_per_token", "decode ms/token", "decode", _decode_ms),
         Metric("first_token_ms", "time to first token after a prefill (ms)", "decode", _ms("first_token_s")),
         Metric("prefill_back_to_back_ms", "prefill 128, bench's prefill task (ms)", "prefill/128", _ms("s")),
+        *(
+            Metric(decode_context_key(n), f"decode ms/token after {n} tokens", decode_context_task(n), _decode_ms)
+            for n in decode_contexts
+        ),
     ]
 
 
-def figures(raws: Sequence[RawResults], baseline: str) -> dict[str, dict[str, Any]]:
+def _growth_rounds(raw: RawResults, length: int) -> list[float]:
+    """Per round: the system's decode ms/token after ``length`` tokens over its own after the decode prompt."""
+    rounds = zip(raw.tasks[decode_context_task(length)], raw.tasks["decode"], strict=True)
+    return [_decode_ms(longer) / _decode_ms(base) for longer, base in rounds]
+
+
+def figures(
+    raws: Sequence[RawResults], baseline: str, decode_contexts: Sequence[int] = ()
+) -> dict[str, dict[str, Any]]:
     """Per system: each figure's median over rounds, its per-round values and, paired per round, its ratios
-    × ``baseline``'s (median and per round)."""
+    × ``baseline``'s (median and per round); with ``decode_contexts``, each one's growth over the decode run
+    (median and per round, in ``median`` and ``rounds``)."""
     by_label = {raw.spec.label: raw for raw in raws}
     base = by_label[baseline]
     found: dict[str, dict[str, Any]] = {}
     for label, raw in by_label.items():
         entry: dict[str, Any] = {"median": {}, "rounds": {}, "ratio": {}, "ratio_rounds": {}}
-        for metric in round_metrics():
+        for metric in round_metrics(decode_contexts):
             rounds = [metric.figure(answer) for answer in raw.tasks[metric.task]]
             ratios = paired_per_round(raw, base, metric)
             entry["median"][metric.key] = float(np.median(rounds))
             entry["rounds"][metric.key] = rounds
             entry["ratio"][metric.key] = float(np.median(ratios))
             entry["ratio_rounds"][metric.key] = ratios
+        for n in decode_contexts:
+            growth = _growth_rounds(raw, n)
+            entry["median"][decode_growth_key(n)] = float(np.median(growth))
+            entry["rounds"][decode_growth_key(n)] = growth
         found[label] = entry
     return found
 

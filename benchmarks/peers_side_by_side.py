@@ -11,10 +11,13 @@ interleaved ``bench`` run: each system in a worker process of its own and in its
 
 ``--ours LABEL FOLDER [FIELD=VALUE ...]``: an export folder on the bench's ONNX path (``SystemSpec(kind="onnx")``),
 any SystemSpec field as a runtime option. ``--peer LABEL FACTORY PYTHON PATH``: a peer system, ``FACTORY`` called in
-the worker of ``PYTHON``. Before measuring, each system's greedy tokens on the decode prompt (a process each, built
-as its worker builds it) are compared with PyTorch eager's ("identical" or "splits at step k"). The figures are in
-benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own report of the same rounds, the tokens,
-what each peer reports of itself, the machine's CPU features and every venv's versions.
+the worker of ``PYTHON``. ``--decode-contexts 512,1000``: in the same rounds, a decode run after a prompt of each
+of those lengths too (``BenchSettings.decode_contexts``, 16 new tokens each), for decode ms/token as the context grows
+(benchmarks/peers_table.py prints them as a second table). Before measuring, each system's greedy tokens on the
+decode prompt (a process each, built as its worker builds it) are compared with PyTorch eager's ("identical" or
+"splits at step k"). The figures are in benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own
+report of the same rounds, the tokens, what each peer reports of itself, the machine's CPU features and every venv's
+versions.
 """
 
 from __future__ import annotations
@@ -85,6 +88,14 @@ def token_check(specs: list[SystemSpec], checkpoint: Path, settings: BenchSettin
     }
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    """``--decode-contexts``' value; argparse turns the ArgumentTypeError into a one-line usage error."""
+    try:
+        return peers_report.parse_lengths(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True, help="the checkpoint folder (eager's model)")
@@ -99,6 +110,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer", nargs=4, action="append", default=[], metavar=("LABEL", "FACTORY", "PYTHON", "PATH"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--decode-contexts",
+        type=_lengths,
+        default=(),
+        metavar="LENGTHS",
+        help="also decode after prompts of these lengths, e.g. 512,1000 (decode ms/token as the context grows)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
     args = parser.parse_args(argv)
     if not args.ours:
@@ -120,9 +138,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse()
     specs: list[SystemSpec] = args.specs
-    settings = peers_report.peers_settings(args.threads, args.repeats)
+    settings = peers_report.peers_settings(args.threads, args.repeats, decode_contexts=args.decode_contexts)
     first_ours = next(spec for spec in specs if spec.kind == "onnx" and spec.factory is None)
     manifest = read_manifest(Path(str(first_ours.folder)))
+    if settings.longest_sequence() > manifest.dims.n_positions:
+        raise SystemExit(
+            f"the run needs {settings.longest_sequence()} positions, the model holds {manifest.dims.n_positions}: "
+            "give shorter --decode-contexts"
+        )
     tokens = token_check(specs, args.checkpoint, settings, manifest.dims.vocab_size)
     _log(f"tokens vs {BASELINE}: {tokens['agreement']}")
 
@@ -140,7 +163,7 @@ def main() -> None:
     }
     result = {
         **report.to_json(),
-        "peers": peers_report.figures(raws, BASELINE),
+        "peers": peers_report.figures(raws, BASELINE, settings.decode_contexts),
         "specs": [spec.to_json() for spec in specs],
         "greedy": tokens,
         "cpu_flags": peers_report.cpu_flags(),

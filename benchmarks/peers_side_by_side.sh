@@ -11,6 +11,7 @@
 #     --ours "gpt2-onnx fp32 (default: one merged session)" benchmarks/out/peers/gpt2-onnx-fp32
 #   OURS_DEFAULTS=0 benchmarks/peers_side_by_side.sh \
 #     --ours "gpt2-onnx fp32, split sessions" benchmarks/out/peers/gpt2-onnx-fp32 layout=split
+#   DECODE_CONTEXTS=512,1000 benchmarks/peers_side_by_side.sh  # + decode ms/token after 512 and 1,000 tokens (issue 25)
 #
 # Arguments go to benchmarks/peers_side_by_side.py: more gpt2-onnx systems as --ours LABEL FOLDER [FIELD=VALUE ...]
 # (any SystemSpec field: the runtime options of the bench's ONNX path), more peers as --peer.
@@ -28,6 +29,7 @@ REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
 OURS_DEFAULTS=${OURS_DEFAULTS:-1}                    # 0: only the --ours given as arguments
 SUFFIX=${SUFFIX:-peers}                              # results/<stamp>-SUFFIX.{json,md}
+DECODE_CONTEXTS=${DECODE_CONTEXTS:-}                 # e.g. 512,1000: decode runs after longer prompts too
 export PEERS_CACHE PYTHON
 
 # (1) The venvs: "NAME PYTHON" lines.
@@ -135,9 +137,13 @@ if [ -n "${PY[ctranslate2]:-}" ]; then
 fi
 
 # (4) The run.
+contexts=()
+if [ -n "$DECODE_CONTEXTS" ]; then
+  contexts=(--decode-contexts "$DECODE_CONTEXTS")
+fi
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 result="benchmarks/results/$stamp-$SUFFIX"
 "$PYTHON" benchmarks/peers_side_by_side.py --checkpoint "$CKPT" "${systems[@]}" "$@" \
-  --repeats "$REPEATS" --threads "$THREADS" --out "$result.json"
+  --repeats "$REPEATS" --threads "$THREADS" "${contexts[@]}" --out "$result.json"
 "$PYTHON" benchmarks/peers_table.py "$result.json" | tee "$result.md"

@@ -4,7 +4,9 @@ Usage: python benchmarks/peers_table.py RESULT.json > RESULT.md
 
 One row per system: prefill of the 128-token prompt as generation pays it (after a decode) and decode ms/token,
 each with its ratio × PyTorch eager paired per round (lower is faster), the lowest–highest of the per-round ratios,
-peak RSS, the model's files and the 64 greedy tokens against eager's.
+peak RSS, the model's files and the 64 greedy tokens against eager's. A run with ``--decode-contexts`` adds a second
+table: decode ms/token after the 128-token prompt and after each longer one, each × eager, and each system's
+ms/token after the longest over after 128 (its own, per round); without them the output is as it was.
 """
 
 from __future__ import annotations
@@ -54,6 +56,41 @@ def rows(report: dict[str, Any]) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _contexts(report: dict[str, Any]) -> list[int]:
+    """The run's extra decode contexts (none in a run without them, or in a JSON from before they existed)."""
+    return [int(n) for n in report["settings"].get("decode_contexts") or []]
+
+
+def context_rows(report: dict[str, Any]) -> list[str]:
+    """The second table, decode as the context grows, and a line saying how it was measured; nothing where the run
+    had no ``decode_contexts``."""
+    contexts = _contexts(report)
+    if not contexts:
+        return []
+    settings, baseline = report["settings"], report["baseline"]
+    base, longest = settings["decode_prompt_length"], max(contexts)
+    keys = ["decode_ms_per_token", *(f"decode_ms_per_token/{n}" for n in contexts)]
+    headings = [f"after {n:,} tokens (× eager)" for n in (base, *contexts)]
+    growth = f"decode_growth/{longest}"
+    lines = [
+        f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}, per round |",
+        "|---" * (len(headings) + 2) + "|",
+    ]
+    for label, entry in report["peers"].items():
+        rounds = entry["rounds"][growth]
+        ratio = f"{entry['median'][growth]:.2f}× ({min(rounds):.2f}–{max(rounds):.2f})"
+        cells = [label, *(_timing(entry, key, label == baseline) for key in keys), ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    note = (
+        f"Decode as the context grows, in the same rounds: (last − first token time) / (n − 1) of a generation after "
+        f"a random prompt of {base:,} tokens (the decode above, {settings['new_tokens']} tokens) and of "
+        f"{', '.join(f'{n:,}' for n in contexts)} tokens ({settings.get('context_new_tokens', 16)} tokens each); "
+        f"× eager paired per round; the last column is each system's own ms/token after {longest:,} tokens over "
+        f"after {base:,}, round by round: the median (lowest–highest)."
+    )
+    return [*lines, "", note]
 
 
 def _versions(report: dict[str, Any]) -> str:
@@ -134,6 +171,10 @@ def main() -> None:
     report = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     print("\n".join(rows(report)))
     print()
+    by_context = context_rows(report)
+    if by_context:
+        print("\n".join(by_context))
+        print()
     print(context(report))
 
 

@@ -13,8 +13,9 @@ import pytest
 from gpt2_onnx.app.bench.report import summarize
 from gpt2_onnx.app.bench.table import render_table
 from gpt2_onnx.app.bench.tasks import RawResults, bench_tasks
+from gpt2_onnx_core.bench_protocol import prompt_ids
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from tests.conftest import cuda_works
 from tests.helpers import invoke, one_error_line
 
@@ -62,6 +63,17 @@ def test_bench_table_without_eager(tiny_export: Path) -> None:
     assert f"{tiny_export.name}+split" in result.stdout  # --unshared: the two graphs, prepacked per session, beside
 
 
+def test_bench_decode_contexts_option(tiny_export: Path) -> None:
+    """``--decode-contexts`` (in any order) reaches the settings: a figure per length in the JSON."""
+    options = ["--decode-contexts", "12,6", "--context-new-tokens", "2"]
+    result = invoke("bench", str(tiny_export), *SMALL, "--no-eager", *options, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["settings"]["decode_contexts"] == [6, 12] and report["settings"]["context_new_tokens"] == 2
+    figures = report["systems"][tiny_export.name]["figures"]
+    assert {"decode_ms_per_token/6", "decode_ms_per_token/12", "decode_growth/12"} <= set(figures)
+
+
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-checkpoint"
     result = invoke("bench", str(tiny_export), *SMALL, "--model", str(missing))
@@ -105,6 +117,23 @@ def test_settings_validation() -> None:
     with pytest.raises(InvalidInputError):
         BenchSettings(prompt_lengths=())
     assert BenchSettings.from_json(BenchSettings().to_json()) == BenchSettings()
+
+
+def test_decode_contexts_settings() -> None:
+    """Stored sorted and once each, counted in the longest sequence, kept by JSON; JSON without them still loads."""
+    settings = BenchSettings(decode_contexts=(1000, 512, 512), context_new_tokens=16)
+    assert settings.decode_contexts == (512, 1000)
+    assert settings.longest_sequence() == 1016
+    assert BenchSettings(decode_contexts=(8,)).longest_sequence() == BenchSettings().longest_sequence() == 192
+    data = json.loads(json.dumps(settings.to_json()))
+    assert data["decode_contexts"] == [512, 1000]
+    assert BenchSettings.from_json(data) == settings
+    older = {k: v for k, v in BenchSettings().to_json().items() if k not in {"decode_contexts", "context_new_tokens"}}
+    assert BenchSettings.from_json(older) == BenchSettings()
+    with pytest.raises(OptionError, match="decode_contexts must be >= 1, got 0, 512"):
+        BenchSettings(decode_contexts=(0, 512))
+    with pytest.raises(OptionError, match="context_new_tokens must be >= 2"):
+        BenchSettings(decode_contexts=(512,), context_new_tokens=1)
 
 
 def _raw(label: str, kind: str, scale: float, settings: BenchSettings) -> RawResults:
@@ -182,6 +211,45 @@ def test_every_ratio_cell_agrees_with_the_figures_beside_it() -> None:
     assert better == "higher" and float(ratio.rstrip("×")) == pytest.approx(shown, abs=0.006)
     assert _table_row(table, "decode ms/token (median)")[0] == "lower"
     assert "the ratio of the medians shown" in table.splitlines()[-1]
+
+
+def test_decode_contexts_are_tasks_figures_and_rows() -> None:
+    """``decode/C`` runs come after the usual tasks (which keep their order), on the seeded prompt of C tokens; each
+    becomes a decode figure like the decode run's, with ratios, and a growth over the system's own decode run."""
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0, decode_contexts=(1000, 512))
+    tasks = bench_tasks(settings, vocab_size=50)
+    names = [task.name for task in tasks]
+    assert names[-2:] == ["decode/512", "decode/1000"]
+    assert names[:-2] == [task.name for task in bench_tasks(BenchSettings(prompt_lengths=(4,)), vocab_size=50)]
+    longest = tasks[-1]
+    assert (longest.command, longest.new_tokens, longest.before_ids) == ("generate", 16, None)
+    assert longest.ids == prompt_ids(settings.seed, 1, 1000, 50).tolist()  # (1, 1000)
+
+    raws = [_raw("eager", "eager", 0.010, settings), _raw("ours", "onnx", 0.005, settings)]
+    for raw in raws:
+        for answer, times in zip(raw.tasks["decode/1000"], (3, 5), strict=True):  # 3×, then 5× the decode steps
+            answer["step_s"] = [times * s for s in answer["step_s"]]
+    report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
+    eager = report.systems["eager"]["figures"]
+    assert eager["decode_ms_per_token"] == pytest.approx(30.0)  # rounds 20, 40
+    assert eager["decode_ms_per_token/512"] == pytest.approx(30.0)
+    assert eager["decode_ms_per_token/1000"] == pytest.approx(130.0)  # rounds 60, 200
+    assert eager["decode_ms_per_token_p90/1000"] > eager["decode_ms_per_token/1000"]
+    assert eager["decode_growth/1000"] == pytest.approx(130.0 / 30.0)  # the two medians
+    assert eager["decode_growth_paired/1000"] == pytest.approx(4.0)  # rounds 3 and 5
+    assert eager["decode_growth/512"] == pytest.approx(1.0)
+    for ratios in (report.ratios["ours"], report.paired_ratios["ours"]):
+        assert ratios["decode_ms_per_token/1000"] == pytest.approx(0.5)
+    assert json.loads(json.dumps(report.to_json()))["settings"]["decode_contexts"] == [512, 1000]
+
+    table = render_table(report)
+    assert _table_row(table, "decode ms/token after 1000 tokens (median)") == ["lower", "130.0", "65.0", "0.50×"]
+    assert _table_row(table, "decode ms/token after 1000 ÷ after 128 tokens") == ["lower", "4.33×", "4.33×"]
+    assert _table_row(table, "decode ms/token after 512 ÷ after 128 tokens") == ["lower", "1.00×", "1.00×"]
+    plain = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0)
+    default = summarize([_raw("eager", "eager", 0.01, plain)], plain, {}, parameter_bytes=100)
+    assert "after 1000" not in render_table(default)  # no contexts asked for: the table as before
+    assert not any("/" in key for key in default.systems["eager"]["figures"] if key.startswith("decode"))
 
 
 def test_memory_ratios_are_over_each_systems_own_weights() -> None:

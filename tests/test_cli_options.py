@@ -84,6 +84,13 @@ def test_bench_unshared_without_an_fp32_folder_or_off_the_cpu_is_refused(
 def test_bench_errors_name_its_flags(tiny_export: Path) -> None:
     assert_refused(invoke("bench", str(tiny_export), "--prompt-lengths", "0,4"), "--prompt-lengths must be >= 1")
     assert_refused(invoke("bench", str(tiny_export), "--prompt-lengths", "a"), "--prompt-lengths takes")
+    bad = invoke("bench", str(tiny_export), "--decode-contexts", "512,x")
+    assert_refused(bad, "--decode-contexts takes comma-separated integers, got '512,x'")
+    assert_refused(invoke("bench", str(tiny_export), "--decode-contexts", "0,8"), "--decode-contexts must be >= 1")
+    too_long = invoke("bench", str(tiny_export), *SHORT, "--no-eager", "--decode-contexts", "120")  # 128 positions
+    assert_refused(too_long, "needs 136 positions")
+    alone = invoke("bench", str(tiny_export), "--context-new-tokens", "8")
+    assert_refused(alone, "--context-new-tokens applies only with --decode-contexts")
 
 
 @pytest.fixture

@@ -70,18 +70,21 @@ def test_settings_put_a_decode_before_the_measured_prefill() -> None:
     assert batch.new_tokens == decode.new_tokens == 64
 
 
-def _raw(label: str, kind: str, scale: float) -> RawResults:
-    """Synthetic rounds: every time ``scale`` × the baseline's, the second round twice as slow as the first."""
+def _raw(label: str, kind: str, scale: float, contexts: tuple[int, ...] = ()) -> RawResults:
+    """Synthetic rounds: every time ``scale`` × the baseline's, the second round twice as slow as the first; a
+    decode after a longer prompt (``contexts``) 3× as slow per token as the decode run in the first round, 5× in the
+    second."""
     from benchmarks.peers_report import peers_settings
 
     raw = RawResults(SystemSpec(kind, label, folder="f"))  # type: ignore[arg-type]
     raw.load = {"load_s": 1.0, "files": {"model_files": 2_000_000, "folder": 2_100_000}}
     raw.end_memory = {"rss": 90 * 2**20, "peak_rss": 100 * 2**20}
-    for task in bench_tasks(peers_settings(threads=2, repeats=2), vocab_size=50):
-        for slow in (1.0, 2.0):
+    for task in bench_tasks(peers_settings(threads=2, repeats=2, decode_contexts=contexts), vocab_size=50):
+        for slow, longer in ((1.0, 3.0), (2.0, 5.0)):
             s = scale * slow
             first = (5 if task.name == "batch" else 1) * s  # the prefill after a decode: 5 s
-            answer = {"s": s, "first_token_s": first, "step_s": [s, s, 4 * s], "total_s": first + 6 * s}
+            steps = 6 * s * (longer if task.name.startswith("decode/") else 1)
+            answer = {"s": s, "first_token_s": first, "step_s": [s, s, steps - 2 * s], "total_s": first + steps}
             raw.tasks.setdefault(task.name, []).append(answer)
     return raw
 
@@ -155,6 +158,91 @@ def test_table_rows_and_context() -> None:
     busy["other_work"] = {"wall_s": 100.0, "other_cores": 0.8, "steal_cores": 0.0}
     assert "kept 0.05 of the 2 cores busy" in context(quiet) and "**The machine was busy**" not in context(quiet)
     assert "**The machine was busy**" in context(busy)
+
+
+def test_decode_contexts_come_after_the_usual_tasks() -> None:
+    from benchmarks.peers_report import parse_lengths, peers_settings
+
+    settings = peers_settings(threads=2, repeats=3, decode_contexts=parse_lengths("1000,512"))
+    names = [task.name for task in bench_tasks(settings, vocab_size=50257)]
+    assert names == [
+        *(t.name for t in bench_tasks(peers_settings(2, 3), vocab_size=50257)),
+        "decode/512",
+        "decode/1000",
+    ]
+    assert settings.longest_sequence() == 1016
+    assert parse_lengths(" 512, 1000 ") == (512, 1000) and parse_lengths("") == ()
+    with pytest.raises(ValueError, match="comma-separated token counts"):
+        parse_lengths("512,many")
+    with pytest.raises(ValueError, match=">= 1"):
+        parse_lengths("0")
+
+
+def test_side_by_side_takes_decode_contexts(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.peers_side_by_side import parse
+
+    common = ["--checkpoint", "ckpt", "--ours", "fp32", "out/fp32", "--out", "r.json"]
+    assert parse(common).decode_contexts == ()
+    assert parse([*common, "--decode-contexts", "512,1000"]).decode_contexts == (512, 1000)
+    with pytest.raises(SystemExit) as exit_info:
+        parse([*common, "--decode-contexts", "512,x"])
+    assert exit_info.value.code == 2
+    assert "--decode-contexts: expected comma-separated token counts" in capsys.readouterr().err
+
+
+def test_decode_context_figures_are_paired_per_round() -> None:
+    from benchmarks.peers_report import figures
+
+    raws = [_raw("pytorch-eager", "eager", 0.010, (512, 1000)), _raw("peer", "onnx", 0.005, (512, 1000))]
+    found = figures(raws, "pytorch-eager", (512, 1000))
+    eager, peer = found["pytorch-eager"], found["peer"]
+    assert eager["rounds"]["decode_ms_per_token"] == pytest.approx([20.0, 40.0])
+    assert eager["rounds"]["decode_ms_per_token/1000"] == pytest.approx([60.0, 200.0])  # 3×, then 5×
+    assert peer["ratio_rounds"]["decode_ms_per_token/1000"] == pytest.approx([0.5, 0.5])
+    assert eager["rounds"]["decode_growth/1000"] == pytest.approx([3.0, 5.0])  # per round, on the same system
+    assert eager["median"]["decode_growth/1000"] == pytest.approx(4.0)
+    assert "decode_growth/1000" not in eager["ratio"]
+    assert set(figures(raws, "pytorch-eager")["peer"]["median"]) == {
+        "prefill_ms",
+        "decode_ms_per_token",
+        "first_token_ms",
+        "prefill_back_to_back_ms",
+    }  # without contexts: the figures as before
+
+
+def test_context_table_only_when_the_run_has_contexts() -> None:
+    from benchmarks.peers_report import figures
+    from benchmarks.peers_table import context_rows, rows
+
+    report = _report()
+    assert context_rows(report) == []  # a JSON from before decode_contexts existed
+    report["settings"]["decode_contexts"] = []
+    assert context_rows(report) == []
+    raws = [_raw("pytorch-eager", "eager", 0.010, (512, 1000)), _raw("peer", "onnx", 0.005, (512, 1000))]
+    report["peers"] = figures(raws, "pytorch-eager", (512, 1000))
+    report["settings"].update(decode_contexts=[512, 1000], context_new_tokens=16)
+    assert rows(report) == rows(_report())  # the first table unchanged
+    lines = context_rows(report)
+    assert lines[0] == (
+        "| system | decode ms/token after 128 tokens (× eager) | after 512 tokens (× eager) | "
+        "after 1,000 tokens (× eager) | after 1,000 ÷ after 128, per round |"
+    )
+    assert lines[1] == "|---|---|---|---|---|"
+    assert lines[2] == "| pytorch-eager | 30.0 | 130.0 | 130.0 | 4.00× (3.00–5.00) |"
+    assert lines[3] == "| peer | 15.0 (0.50×) | 65.0 (0.50×) | 65.0 (0.50×) | 4.00× (3.00–5.00) |"
+    assert lines[4] == "" and "of 512, 1,000 tokens (16 tokens each)" in lines[5]
+
+
+def test_llama_cpp_context_holds_the_longest_sequence() -> None:
+    from benchmarks.peer_common import context_positions
+
+    assert context_positions(192, trained=1024) == 512  # the default side-by-side: as before
+    assert context_positions(1016, trained=1024) == 1024  # 1,000 + 16
+    assert context_positions(600, trained=1024) == 768
+    assert context_positions(600, trained=0) == 768  # the model's positions unknown
+    assert context_positions(100, trained=256) == 256  # never past the model's own
+    with pytest.raises(ValueError, match="needs 1100 positions, the model holds 1024"):
+        context_positions(1100, trained=1024)
 
 
 def test_other_work_subtracts_our_own_cpu(tmp_path: Path) -> None:

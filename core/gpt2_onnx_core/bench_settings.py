@@ -35,6 +35,11 @@ class BenchSettings:
     # Seconds the runner waits before each timed request, so that the threads the previous system's worker left
     # spinning (ONNX Runtime's pools, OpenMP, TBB) have gone idle: each system measured as if alone.
     settle_s: float = 0.25
+    # Extra decode runs, one after a prompt of each of these lengths (task "decode/C"): decode ms/token as the
+    # context grows, beside the decode run after ``decode_prompt_length``. Stored sorted, each length once.
+    decode_contexts: tuple[int, ...] = ()
+    # Tokens generated in each of those runs (few: 64 after 1,000 would pass GPT-2's 1,024 positions).
+    context_new_tokens: int = 16
 
     def __post_init__(self) -> None:
         positive = {
@@ -58,6 +63,23 @@ class BenchSettings:
                 f"{{prompt_lengths}} must be >= 1, got {', '.join(map(str, self.prompt_lengths)) or 'none'}",
                 "prompt_lengths",
             )
+        self._check_decode_contexts()
+
+    def _check_decode_contexts(self) -> None:
+        """``decode_contexts`` positive, then stored sorted and without repeats (a list from JSON as a tuple);
+        ``context_new_tokens`` at least 2, so that each of those runs has a decode step to time."""
+        contexts = tuple(int(length) for length in self.decode_contexts)
+        if contexts and min(contexts) < 1:
+            raise OptionError(
+                f"{{decode_contexts}} must be >= 1, got {', '.join(map(str, contexts))}", "decode_contexts"
+            )
+        object.__setattr__(self, "decode_contexts", tuple(sorted(set(contexts))))  # frozen: set once, here
+        if self.context_new_tokens < 2:
+            raise OptionError(
+                f"{{context_new_tokens}} must be >= 2 (a decode step after the first token), "
+                f"got {self.context_new_tokens}",
+                "context_new_tokens",
+            )
 
     def longest_sequence(self) -> int:
         """The most positions any task needs (it must fit the model's n_positions)."""
@@ -65,16 +87,22 @@ class BenchSettings:
             *self.prompt_lengths,
             self.decode_prompt_length + self.new_tokens,
             self.batch_prompt_length + self.new_tokens,
+            *(length + self.context_new_tokens for length in self.decode_contexts),
         )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["prompt_lengths"] = list(self.prompt_lengths)
+        data["decode_contexts"] = list(self.decode_contexts)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchSettings:
-        return cls(**{**data, "prompt_lengths": tuple(data["prompt_lengths"])})
+        """The settings :meth:`to_json` wrote; JSON from before a field existed takes that field's default."""
+        lists = {"prompt_lengths": tuple(data["prompt_lengths"])}
+        if "decode_contexts" in data:
+            lists["decode_contexts"] = tuple(data["decode_contexts"])
+        return cls(**{**data, **lists})
 
 
 @dataclass(frozen=True)

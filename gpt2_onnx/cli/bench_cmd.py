@@ -32,11 +32,12 @@ __all__ = ["bench"]
 _DEFAULTS = field_defaults(BenchSettings)  # each option's default is the setting's own
 
 
-def _lengths(text: str) -> tuple[int, ...]:
+def _lengths(text: str, name: str) -> tuple[int, ...]:
+    """``"8,128"`` → (8, 128); the option ``name`` (a BenchSettings field) in the one-line error otherwise."""
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError as exc:
-        raise OptionError(f"{{prompt_lengths}} takes comma-separated integers, got '{text}'", "prompt_lengths") from exc
+        raise OptionError(f"{{{name}}} takes comma-separated integers, got '{text}'", name) from exc
 
 
 @click.command()
@@ -55,6 +56,20 @@ def _lengths(text: str) -> tuple[int, ...]:
     default=_DEFAULTS["decode_prompt_length"],
     show_default=True,
     help="Prompt before the timed decode steps.",
+)
+@click.option(
+    "--decode-contexts",
+    default="",
+    metavar="LENGTHS",
+    help="Also time decode ms/token after prompts of these lengths (comma-separated, e.g. 512,1000): one more run "
+    "per length, and a row per length with its ratio to the decode after --decode-prompt-length.",
+)
+@click.option(
+    "--context-new-tokens",
+    type=click.IntRange(min=2),
+    default=_DEFAULTS["context_new_tokens"],
+    show_default=True,
+    help="Tokens per --decode-contexts run.",
 )
 @click.option(
     "-n",
@@ -143,6 +158,8 @@ def bench(
     threads: int,
     prompt_lengths: str,
     decode_prompt_length: int,
+    decode_contexts: str,
+    context_new_tokens: int,
     new_tokens: int,
     batch_size: int,
     batch_prompt_length: int,
@@ -171,6 +188,7 @@ def bench(
       gpt2-onnx bench out    # batch 1, {threads} threads, prompt {decode_prompt_length}, {new_tokens} new tokens
       gpt2-onnx bench out out-int4 --repeats 11 --json > bench.json
       gpt2-onnx bench out --no-eager --threads 4
+      gpt2-onnx bench out --decode-contexts 512,1000   # decode ms/token after longer prompts too
       gpt2-onnx bench out out-int8 out-int4 --perplexity heldout.txt   # perplexity per system beside the speed
     """
     from gpt2_onnx.app.bench.run import bench_exports
@@ -181,10 +199,15 @@ def bench(
         refuse_given(
             ctx, ["model", "model_seed", "attention"], "to the PyTorch eager baseline, and --no-eager drops it"
         )
+    contexts = _lengths(decode_contexts, "decode_contexts")
+    if not contexts:
+        refuse_given(ctx, ["context_new_tokens"], "only with --decode-contexts (the runs {it} sizes)")
     settings = BenchSettings(
         threads=threads,
-        prompt_lengths=_lengths(prompt_lengths),
+        prompt_lengths=_lengths(prompt_lengths, "prompt_lengths"),
         decode_prompt_length=decode_prompt_length,
+        decode_contexts=contexts,
+        context_new_tokens=context_new_tokens,
         new_tokens=new_tokens,
         batch_size=batch_size,
         batch_prompt_length=batch_prompt_length,
@@ -209,10 +232,16 @@ def _print_table(report: BenchReport) -> None:
     from gpt2_onnx.app.bench.table import render_table
 
     settings, machine = report.settings, report.machine
+    contexts = (
+        f"; decode also after {', '.join(map(str, settings.decode_contexts))} tokens "
+        f"({plural(settings.context_new_tokens, 'new token')} each)"
+        if settings.decode_contexts
+        else ""
+    )
     click.echo(
         f"batch 1 (throughput: batch {settings.batch_size}), {settings.threads} threads, {settings.provider}; "
         f"{plural(settings.repeats, 'round')} after {plural(settings.warmup, 'warm-up')}; {machine['cpu']} "
         f"({plural(machine['cpu_count'], 'core')}), "
-        f"load {machine['load_average']} → {machine['load_average_after']}"
+        f"load {machine['load_average']} → {machine['load_average_after']}{contexts}"
     )
     click.echo(render_table(report))

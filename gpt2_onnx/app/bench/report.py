@@ -6,6 +6,11 @@ prints beside it, so that every ratio cell agrees with them. ``paired_ratios``: 
 baseline's figure of the same round (measured moments apart), then the median over rounds; that cancels most
 of a shared machine's load drift, and may differ from the ratio of the medians (JSON only). Memory and file
 ratios are × each system's own weight bytes (a quantized export's own weights), which the table shows as a row.
+
+With ``BenchSettings.decode_contexts``, each extra decode run is a figure like the decode run's
+(``decode_ms_per_token/C``: the median of its steps, then over rounds), with ratios like every figure, and each
+system's growth ``decode_growth/C``: its ms/token after C tokens over its own after ``decode_prompt_length`` (the
+ratio of the two medians, as the table shows it; ``decode_growth_paired/C``: round by round, then the median).
 """
 
 from __future__ import annotations
@@ -16,11 +21,21 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx.app.bench.tasks import RawResults
+from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task
 from gpt2_onnx_core.bench_settings import BenchSettings
 from gpt2_onnx_core.wording import plural
 
-__all__ = ["BenchReport", "Metric", "median_ratios", "metrics", "paired_per_round", "paired_ratios", "summarize"]
+__all__ = [
+    "BenchReport",
+    "Metric",
+    "decode_context_key",
+    "decode_growth_key",
+    "median_ratios",
+    "metrics",
+    "paired_per_round",
+    "paired_ratios",
+    "summarize",
+]
 
 MIB = 2**20
 
@@ -34,6 +49,16 @@ def _ms(key: str) -> _RoundFigure:
 
 def _step_median_ms(answer: dict[str, Any]) -> float:
     return 1000.0 * float(np.median(answer["step_s"]))
+
+
+def decode_context_key(length: int) -> str:
+    """The figure of the decode run after ``length`` tokens: ms/token, the median of its steps."""
+    return f"decode_ms_per_token/{length}"
+
+
+def decode_growth_key(length: int, paired: bool = False) -> str:
+    """A system's ms/token after ``length`` tokens over its own after the decode prompt (``paired``: per round)."""
+    return f"decode_growth_paired/{length}" if paired else f"decode_growth/{length}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +90,15 @@ def metrics(settings: BenchSettings) -> list[Metric]:
         for n in settings.prompt_lengths
     ]
     rows.append(Metric("decode_ms_per_token", "decode ms/token (median)", "decode", _step_median_ms))
+    rows += [
+        Metric(
+            decode_context_key(n),
+            f"decode ms/token after {plural(n, 'token')} (median)",
+            decode_context_task(n),
+            _step_median_ms,
+        )
+        for n in settings.decode_contexts
+    ]
     rows.append(
         Metric(
             "batch_tokens_per_s",
@@ -94,7 +128,25 @@ def _memory(raw: RawResults) -> dict[str, int]:
     return found
 
 
-def _system_figures(raw: RawResults, timed: Sequence[Metric]) -> dict[str, Any]:
+def _step_p90_ms(answers: Sequence[dict[str, Any]]) -> float:
+    """The 90th percentile of every decode step of ``answers`` (all rounds), in milliseconds."""
+    steps = [1000.0 * s for answer in answers for s in answer["step_s"]]
+    return float(np.percentile(steps, 90))
+
+
+def _decode_growth(raw: RawResults, figures: dict[str, Any], contexts: Sequence[int]) -> dict[str, float]:
+    """Per extra context: the system's ms/token there over its own after the decode prompt, as the ratio of the
+    two medians and as the median of the per-round ratios."""
+    found: dict[str, float] = {}
+    for n in contexts:
+        found[decode_growth_key(n)] = figures[decode_context_key(n)] / figures["decode_ms_per_token"]
+        rounds = zip(raw.tasks[decode_context_task(n)], raw.tasks["decode"], strict=True)
+        per_round = [_step_median_ms(longer) / _step_median_ms(base) for longer, base in rounds]
+        found[decode_growth_key(n, paired=True)] = float(np.median(per_round))
+    return found
+
+
+def _system_figures(raw: RawResults, timed: Sequence[Metric], settings: BenchSettings) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for metric in timed:
         per_round = [metric.figure(answer) for answer in raw.tasks[metric.task]]
@@ -103,8 +155,10 @@ def _system_figures(raw: RawResults, timed: Sequence[Metric]) -> dict[str, Any]:
         prefill = figures.get(key.replace("first_token_ms/", "prefill_ms/"))
         if prefill is not None:  # what generation adds to the graph's own prefill: buffers, the first choice
             figures[key.replace("first_token_ms/", "first_token_overhead_ms/")] = figures[key] - prefill
-    steps = [1000.0 * s for answer in raw.tasks["decode"] for s in answer["step_s"]]
-    figures["decode_ms_per_token_p90"] = float(np.percentile(steps, 90))
+    figures["decode_ms_per_token_p90"] = _step_p90_ms(raw.tasks["decode"])
+    for n in settings.decode_contexts:
+        figures[f"decode_ms_per_token_p90/{n}"] = _step_p90_ms(raw.tasks[decode_context_task(n)])
+    figures.update(_decode_growth(raw, figures, settings.decode_contexts))
     return figures
 
 
@@ -180,7 +234,7 @@ def summarize(
             "folder": raw.spec.folder,
             "model": raw.spec.model,
             "timing": {"load_s": raw.load["load_s"]},
-            "figures": _system_figures(raw, timed),
+            "figures": _system_figures(raw, timed, settings),
             "memory": _memory(raw),
             "files": raw.load.get("files"),
             "weight_bytes": _weight_bytes(raw, parameter_bytes),

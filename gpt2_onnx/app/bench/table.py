@@ -1,10 +1,12 @@
 """``bench``'s table: one row per figure with the direction that is better, one column per system, then one ratio
 column per ONNX system. Every ratio agrees with the figures printed in its row: timings are the system's median
-over the baseline's median; memory and files are over the system's own weight bytes, a row of the table too."""
+over the baseline's median; memory and files are over the system's own weight bytes, a row of the table too.
+With --decode-contexts, a row per extra context and, below it, each system's ms/token there over its own after the
+decode prompt (the two medians printed)."""
 
 from __future__ import annotations
 
-from gpt2_onnx.app.bench.report import MIB, BenchReport, metrics
+from gpt2_onnx.app.bench.report import MIB, BenchReport, decode_context_key, decode_growth_key, metrics
 
 __all__ = ["render_table"]
 
@@ -38,8 +40,19 @@ def _ratio_cells(report: BenchReport, key: str | None, fmt: str) -> list[str]:
     return ["—" if key not in ratios else format(ratios[key], fmt) + "×" for ratios in report.ratios.values()]
 
 
+def _growth_row(report: BenchReport, length: int) -> list[str]:
+    """Each system's decode ms/token after ``length`` tokens over its own after the decode prompt (the ratio of
+    the two medians printed above); no ratio to the baseline."""
+    label = f"decode ms/token after {length} ÷ after {report.settings.decode_prompt_length} tokens"
+    growth = [
+        cell if cell == "—" else f"{cell}×" for cell in _cells(report, ("figures", decode_growth_key(length)), ".2f")
+    ]
+    return [label, LOWER, *growth, *_ratio_cells(report, None, "")]
+
+
 def _rows(report: BenchReport) -> list[list[str]]:
     rows: list[list[str]] = []
+    contexts = {decode_context_key(n): n for n in report.settings.decode_contexts}
     for metric in metrics(report.settings):
         better = HIGHER if metric.higher_is_better else LOWER
         rows.append(
@@ -58,6 +71,8 @@ def _rows(report: BenchReport) -> list[list[str]]:
         if metric.key == "decode_ms_per_token":
             p90 = _cells(report, ("figures", "decode_ms_per_token_p90"), ",.1f")
             rows.append(["decode ms/token (p90)", LOWER, *p90, *_ratio_cells(report, None, "")])
+        if metric.key in contexts:  # an extra context (--decode-contexts): its growth, per system
+            rows.append(_growth_row(report, contexts[metric.key]))
     weights = _cells(report, ("weight_bytes",), ",.0f", MIB)
     rows.append(["weight bytes (MiB)", "", *weights, *_ratio_cells(report, None, "")])
     for text, key, ratio in _MEMORY_ROWS:

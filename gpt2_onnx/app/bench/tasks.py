@@ -14,14 +14,14 @@ from typing import Any
 from gpt2_onnx_core.bench_protocol import prompt_ids
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
-__all__ = ["RawResults", "Task", "bench_tasks"]
+__all__ = ["RawResults", "Task", "bench_tasks", "decode_context_task"]
 
 
 @dataclass(frozen=True)
 class Task:
     """One measurement every system makes each round."""
 
-    name: str  # e.g. "prefill/128", "first_token/8", "decode", "batch"
+    name: str  # e.g. "prefill/128", "first_token/8", "decode", "batch", "decode/1000"
     command: str  # the worker command: "prefill" or "generate"
     ids: list[list[int]]  # the prompt (B, T)
     new_tokens: int = 0
@@ -35,9 +35,15 @@ class Task:
         return {"cmd": self.command, "ids": self.ids, "new_tokens": self.new_tokens, **before}
 
 
+def decode_context_task(length: int) -> str:
+    """The name of the decode run after a prompt of ``length`` tokens (``BenchSettings.decode_contexts``)."""
+    return f"decode/{length}"
+
+
 def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
     """Prefill and time-to-first-token per prompt length (each after a short generation's decode steps, as in
-    use), a decode run, and a batch throughput run."""
+    use), a decode run, a batch throughput run, then a decode run after each of ``decode_contexts`` (last, so that
+    the other tasks follow one another as without them)."""
 
     def ids(batch: int, length: int) -> list[list[int]]:
         return prompt_ids(settings.seed, batch, length, vocab_size).tolist()
@@ -48,6 +54,10 @@ def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
     tasks += [Task(f"first_token/{n}", "generate", ids(1, n), 1, before, steps + 1) for n in settings.prompt_lengths]
     tasks.append(Task("decode", "generate", ids(1, settings.decode_prompt_length), settings.new_tokens))
     tasks.append(Task("batch", "generate", ids(settings.batch_size, settings.batch_prompt_length), settings.new_tokens))
+    tasks += [
+        Task(decode_context_task(n), "generate", ids(1, n), settings.context_new_tokens)
+        for n in settings.decode_contexts
+    ]
     return tasks
 
 
