@@ -7,6 +7,7 @@
 #
 #   benchmarks/peers_side_by_side.sh                  # writes benchmarks/results/<UTC stamp>-peers.{json,md}
 #   REPEATS=5 PEERS="openvino llama-cpp" benchmarks/peers_side_by_side.sh
+#   PEERS=llama-cpp PREPARE_ONLY=1 benchmarks/peers_side_by_side.sh   # the files only, no run
 #   PEERS=openvino-ep OURS_DEFAULTS=0 SUFFIX=peers-ep benchmarks/peers_side_by_side.sh \
 #     --ours "gpt2-onnx fp32 (default: one merged session)" benchmarks/out/peers/gpt2-onnx-fp32
 #   OURS_DEFAULTS=0 benchmarks/peers_side_by_side.sh \
@@ -134,6 +135,11 @@ if [ -n "${PY[ctranslate2]:-}" ]; then
     fi
     systems+=(--peer "CTranslate2 $quantization" benchmarks.ctranslate2_system:Ctranslate2System "$ct2" "$dir")
   done
+fi
+
+# PREPARE_ONLY=1: the venvs, the checkpoint and the converted files only (benchmarks/serve_peers.sh uses them).
+if [ "${PREPARE_ONLY:-0}" = 1 ]; then
+  exit 0
 fi
 
 # (4) The run.

@@ -72,6 +72,13 @@ KINDS = (
         "`benchmarks/serve_load.sh`: `gpt2-onnx serve` driven on loopback by 1, 4 and 16 concurrent clients.",
     ),
     Kind(
+        "-serve-peers",
+        "Serving beside llama.cpp's server",
+        "`benchmarks/serve_peers.sh`: `gpt2-onnx serve` (one replica) and llama.cpp's `llama-server` (16 slots, "
+        "continuous batching, its prompt cache off) up at once on the same checkpoint, the same requests from 16 "
+        "clients, rounds alternating between the two.",
+    ),
+    Kind(
         "-optimum",
         "Against Optimum-ONNX",
         "`benchmarks/optimum_side_by_side.sh`: Optimum-ONNX's `ORTModelForCausalLM` on the same checkpoint.",

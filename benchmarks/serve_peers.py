@@ -160,7 +160,7 @@ def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[
                     return
                 try:
                     answers[index] = complete(http, bodies[index], extra)
-                except Exception as exc:  # noqa: BLE001  # reported after the round
+                except Exception as exc:  # reported after the round
                     failures.append(exc)
                     return
 
@@ -206,8 +206,8 @@ def measure_pair(servers: dict[str, Server], bodies: list[dict[str, Any]], clien
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| weights | server | clients | requests/s | tokens/s (rounds) | × llama-server tokens/s | latency p50 / p99 ms "
-        "| texts equal | load (1 min) |",
+        "| weights | server | clients | requests/s | tokens/s (rounds) | × llama-server tokens/s "
+        "| latency p50 / p99 ms | texts equal | load (1 min) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for pair in results["pairs"]:

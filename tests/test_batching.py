@@ -273,7 +273,7 @@ def test_running_batch_rows_join_leave_and_trim_like_numpy(in_place: bool) -> No
 def test_in_place_batch_keeps_rows_when_its_capacity_grows() -> None:
     """Rows joining past the capacity lay the cache out again; every row's positions survive the move."""
     rng = np.random.default_rng(1)
-    batch = RunningBatch(count=2, n_head=2, head_dim=3, in_place=True, max_positions=64)
+    batch = RunningBatch(count=2, n_head=2, head_dim=3, in_place=True, max_positions=256, max_rows=2)
     short = rng.standard_normal((2, 1, 2, 3, 3)).astype(np.float32)  # (count, 1, nh, T, hs)
     batch.join(list(short), copies=3)
     first = batch._storage.capacity  # type: ignore[attr-defined]
@@ -285,5 +285,5 @@ def test_in_place_batch_keeps_rows_when_its_capacity_grows() -> None:
         np.testing.assert_array_equal(kv[:, row, :, -3:], short[:, 0])
         np.testing.assert_array_equal(kv[:, row, :, :-3], 0)
     np.testing.assert_array_equal(kv[:, 3], long[:, 0])
-    with pytest.raises(ValueError, match="at most 64 positions"):
-        batch.join(list(rng.standard_normal((2, 1, 2, 65, 3)).astype(np.float32)))
+    with pytest.raises(ValueError, match="at most 256 positions"):
+        batch.join(list(rng.standard_normal((2, 1, 2, 257, 3)).astype(np.float32)))

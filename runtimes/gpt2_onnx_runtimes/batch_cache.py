@@ -15,9 +15,10 @@ The cache lives in memory the runtime owns, in one of two layouts, as the loaded
               buffer and ONNX Runtime writes the present, one position longer, into the other through IO
               binding; the two swap. Every step moves the whole cache.
     in place  (:class:`InPlaceCache`) the in-place generation graph (:mod:`gpt2_onnx_runtimes.inplace_attention`):
-              one buffer per cache tensor, (B, nh, C, hs) with a capacity C of at least P + 1 positions, bound as
-              both the past and the present; a step writes only column P of each row. C grows (by half again,
-              up to n_positions) when a step would pass it, the one time the rows move.
+              one buffer per cache tensor, (B, nh, C, hs) with a capacity C of more than P positions, bound as
+              both the past and the present; a step writes only one position of each row. The batch is a window
+              of columns that slides as rows are padded and trimmed, so neither moves the rows; they move only
+              when the window reaches an end of the buffer.
 
 Padding is zeros, never uninitialized memory: masked positions still enter the attention products.
 """
@@ -141,10 +142,15 @@ class CopiedCache:
 
 
 class InPlaceCache:
-    """One flat buffer per tensor holding (rows, nh, capacity, hs): rows ``nh · capacity · hs`` floats apart,
-    whatever the length, so rows join and leave and a step writes its column without moving the others. The
-    capacity starts at what the first rows need plus headroom and grows up to ``max_positions``; the buffer has
-    room for ``max_rows`` rows from the start (pages that no row has written are not resident)."""
+    """One flat buffer per tensor holding (rows, nh, capacity, hs), rows ``nh · capacity · hs`` floats apart, and
+    the batch in a window of columns ``start … start + length`` of every row. A step is bound at the window's first
+    column (the buffer's address plus ``start · hs``, same strides), so the graph sees a (B, nh, C, hs) cache whose
+    past is its first ``length`` columns and writes the new position after them. The window slides instead of the
+    rows moving: padding the running rows for a longer newcomer takes the columns before ``start`` (zeroed), and
+    trimming the padding that no row needs any more only moves ``start`` on. The rows are laid out again (into the
+    other of two buffers, so the pages are reused) only when the window reaches either end: then with the capacity
+    grown (by half again, up to ``max_positions``) if the batch needs it, and the window centred. Room for
+    ``max_rows`` rows from the start (pages that no row has written are not resident)."""
 
     def __init__(self, count: int, n_head: int, head_dim: int, max_positions: int, max_rows: int) -> None:
         self.count, self.n_head, self.head_dim, self.max_positions = count, n_head, head_dim, max_positions
@@ -153,69 +159,80 @@ class InPlaceCache:
 
     def clear(self, release: bool) -> None:
         if release:
-            self._flat = np.zeros((self.count, 0), dtype=np.float32)  # (count, rows · nh · capacity · hs)
+            self._flat = np.zeros((self.count, 0), dtype=np.float32)  # (count, rows · nh · capacity · hs + slack)
+            self._spare = self._flat  # the other buffer, reused by the next layout when large enough
             self.capacity = 0
+        self.start = 0
 
-    def _tensors(self, rows: int, capacity: int | None = None) -> np.ndarray:
-        """(count, rows, nh, capacity, hs): a view of the buffer."""
+    def _rows_in(self, flat: np.ndarray, capacity: int) -> int:
+        """Rows that ``flat`` holds at ``capacity`` positions, its slack (one row-head of columns) kept."""
+        row = self.n_head * capacity * self.head_dim
+        return max(0, (flat.shape[1] - capacity * self.head_dim) // row) if row else 0
+
+    def _tensors(self, rows: int, flat: np.ndarray | None = None, capacity: int | None = None) -> np.ndarray:
+        """(count, rows, nh, capacity, hs): a view of a buffer from its first column."""
+        flat = self._flat if flat is None else flat
         capacity = self.capacity if capacity is None else capacity
-        used = self._flat[:, : rows * self.n_head * capacity * self.head_dim]
+        used = flat[:, : rows * self.n_head * capacity * self.head_dim]
         return used.reshape(self.count, rows, self.n_head, capacity, self.head_dim)
 
     def view(self, rows: int, length: int) -> np.ndarray:
-        return self._tensors(rows)[:, :, :, :length]
+        return self._tensors(rows)[:, :, :, self.start : self.start + length]
 
     def add_rows(self, rows: int, length: int, kept: int) -> None:
-        self._reserve(rows, length, kept, length)
+        if rows > self._rows_in(self._flat, self.capacity) or self.start + length > self.capacity:
+            self._lay_out(rows, length, kept, length)
 
     def before_step(self, rows: int, length: int) -> None:
-        self._reserve(rows, length + 1, rows, length)
-
-    def _reserve(self, rows: int, length: int, kept_rows: int, kept_length: int) -> None:
-        """Room for ``rows`` rows of ``length`` positions, the first ``kept_rows`` rows' first ``kept_length``
-        positions kept."""
-        if length > self.max_positions:
-            raise ValueError(f"the batch's cache holds at most {self.max_positions} positions; {length} asked for")
-        capacity = self.capacity
-        if length > capacity:
-            capacity = min(self.max_positions, max(length + _MIN_GROWTH, int(length * _HEADROOM)))
-        need = rows * self.n_head * capacity * self.head_dim
-        if capacity == self.capacity and self._flat.shape[1] >= need:
-            return
-        if capacity == self.capacity:  # more rows, same layout: the used part is one contiguous prefix
-            grown = np.empty((self.count, int(need * _HEADROOM)), dtype=np.float32)
-            keep = kept_rows * self.n_head * capacity * self.head_dim
-            grown[:, :keep] = self._flat[:, :keep]
-            self._flat = grown
-            return
-        # A new capacity: every kept row is laid out again (the one time a row's positions move in memory).
-        rows_room = max(rows, self.max_rows)
-        grown = np.empty((self.count, rows_room * self.n_head * capacity * self.head_dim), dtype=np.float32)
-        if kept_rows and kept_length:
-            old = self._tensors(kept_rows)[:, :, :, :kept_length]  # (count, kept, nh, kept_length, hs)
-            laid_out = grown.reshape(self.count, rows_room, self.n_head, capacity, self.head_dim)
-            laid_out[:, :kept_rows, :, :kept_length] = old
-        self._flat, self.capacity = grown, capacity
+        if self.start + length + 1 > self.capacity:
+            self._lay_out(rows, length + 1, rows, length)
 
     def shift(self, rows: int, length: int, by: int) -> None:
-        self._reserve(rows, length + max(by, 0), rows, length)
-        tensors = self._tensors(rows)  # (count, B, nh, C, hs)
-        if by >= 0:
-            tensors[:, :, :, by : length + by] = tensors[:, :, :, :length]  # numpy copies overlapping ranges safely
-            tensors[:, :, :, :by] = 0
+        if by < 0:  # the first -by columns are dropped: the window starts later
+            self.start -= by
+        elif by <= self.start:  # the window starts earlier: its new first columns become padding
+            self.start -= by
+            self._tensors(rows)[:, :, :, self.start : self.start + by] = 0
         else:
-            tensors[:, :, :, : length + by] = tensors[:, :, :, -by:length]
+            self._lay_out(rows, length + by, rows, length, offset=by)
+
+    def _lay_out(self, rows: int, need: int, kept_rows: int, kept_length: int, offset: int = 0) -> None:
+        """Copy the window's ``kept_rows`` rows (``kept_length`` columns) into the other buffer at column
+        ``offset`` of a new window of ``need`` columns, its first ``offset`` zeroed; the capacity grown if ``need``
+        does not fit with room to spare."""
+        if need > self.max_positions:
+            raise ValueError(f"the batch's cache holds at most {self.max_positions} positions; {need} asked for")
+        capacity = self.capacity
+        if need + _MIN_GROWTH // 2 > capacity:
+            capacity = min(self.max_positions, max(need + _MIN_GROWTH, int(need * _HEADROOM)))
+        room = max(rows, self.max_rows)
+        size = (room * self.n_head + 1) * capacity * self.head_dim  # one row-head of slack: the window's offset
+        target = self._spare if self._spare.shape[1] >= size and self._spare is not self._flat else None
+        if target is None:
+            target = np.empty((self.count, size), dtype=np.float32)
+        start = (capacity - need) // 2
+        if kept_rows:
+            old = self.view(kept_rows, kept_length)  # (count, kept, nh, kept_length, hs)
+            new = self._tensors(kept_rows, target, capacity)  # (count, kept, nh, capacity, hs)
+            new[:, :, :, start : start + offset] = 0
+            new[:, :, :, start + offset : start + offset + kept_length] = old
+        self._spare, self._flat = self._flat, target
+        self.capacity, self.start = capacity, start
 
     def bind(self, binding: ort.IOBinding, names: tuple[list[str], list[str]], rows: int, length: int) -> None:
-        if length + 1 > self.capacity:
-            raise ValueError(f"the batch's cache holds {self.capacity} positions; a step needs {length + 1}")
+        if self.start + length + 1 > self.capacity:
+            raise ValueError(
+                f"the batch's cache holds {self.capacity - self.start} positions; a step needs {length + 1}"
+            )
         shape = [rows, self.n_head, self.capacity, self.head_dim]
+        offset = self.start * self.head_dim * self._flat.itemsize  # bytes to the window's first column
         for kind, bind in zip(names, (binding.bind_input, binding.bind_output), strict=True):
             for index, name in enumerate(kind):
-                bind(name, "cpu", 0, np.float32, shape, self._flat[index].ctypes.data)  # (B, nh, C, hs): one buffer
+                address = self._flat[index].ctypes.data + offset
+                bind(name, "cpu", 0, np.float32, shape, address)  # (B, nh, C, hs) from the window: past and present
 
     def stepped(self) -> None:
-        pass  # the step wrote column P of each row in place
+        pass  # the step wrote column ``start + length`` of each row in place
 
 
 class RunningBatch:
