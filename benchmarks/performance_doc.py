@@ -79,6 +79,13 @@ KINDS = (
         "clients, rounds alternating between the two.",
     ),
     Kind(
+        "-batch-cache",
+        "The serving batch's KV cache",
+        "`python benchmarks/batch_cache.py FOLDER`: the serving engine's running batch with its KV cache copied into "
+        "a new present every step (as before) against written in place (`InPlaceCache` in "
+        "`runtimes/gpt2_onnx_runtimes/batch_cache.py`), the same requests, interleaved in one process.",
+    ),
+    Kind(
         "-optimum",
         "Against Optimum-ONNX",
         "`benchmarks/optimum_side_by_side.sh`: Optimum-ONNX's `ORTModelForCausalLM` on the same checkpoint.",

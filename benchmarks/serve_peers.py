@@ -28,6 +28,7 @@ are compared between the two (greedy on the same weights: equal until the two en
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -220,7 +221,33 @@ def table(results: dict[str, Any]) -> str:
                 f"| {row['latency_ms']['p50']:.0f} / {row['latency_ms']['p99']:.0f} "
                 f"| {pair['texts_equal']}/{len(pair['texts'])} | {row['load_1min']} |"
             )
+    m, st = results["machine"], results["settings"]
+    lines += [
+        "",
+        f"{st['requests']} requests per round (prompts of {st['prompt_words']} words, greedy, {st['max_tokens']} "
+        f"tokens at most), {st['clients']} client threads, {st['rounds']} rounds after a warm-up, the two servers "
+        "alternating; tokens/s: the completion tokens the servers report over each round's wall time, the median "
+        "over rounds. gpt2-onnx: `gpt2-onnx serve` defaults (1 replica, 2 threads, 16 rows). llama.cpp: "
+        f"`{' '.join(st['llama_server_command'])}` ({m['llama_server_version']}), `cache_prompt: false` per request. "
+        "Texts equal: the last round's texts, ours against llama.cpp's (int4 and q4_0 quantize differently). "
+        f"Machine: {m['cpu']}, {m['cpus']} cores, {m['platform']}; load average {m['load_before'][0]:.2f} before, "
+        f"{m['load_after'][0]:.2f} after; onnxruntime {m['onnxruntime']}.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def llama_version(binary: Path) -> str:
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False)
+    line = next((x for x in (done.stdout + done.stderr).splitlines() if x.startswith("version:")), "version: ?")
+    return "llama.cpp " + line.split(":", 1)[1].strip()
+
+
+def gpu_build() -> bool:
+    try:
+        importlib.metadata.version("onnxruntime-gpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def cpu_model() -> str:
@@ -249,6 +276,8 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "load_before": os.getloadavg(),
+            "llama_server_version": llama_version(args.llama_server),
+            "onnxruntime": importlib.metadata.version("onnxruntime-gpu" if gpu_build() else "onnxruntime"),
         },
         "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "max_tokens", "threads")}
         | {"prompt_words": "8..120", "slot_positions": SLOT_POSITIONS},

@@ -3,6 +3,11 @@
 
     .venv/bin/gpt2-onnx export --model random:gpt2 -o /tmp/g2
     .venv/bin/python benchmarks/ttft_overhead.py /tmp/g2 --rounds 40
+    .venv/bin/python benchmarks/ttft_overhead.py OUT/fp32 OUT/int8 OUT/int4 --rounds 30   # the engine as it ships
+
+With several folders, only "after" is measured, for each folder in turn within every round (one process, every
+export loaded), and the table gives each one's graph prefill, time to first token, and the difference paired per
+round (each round's time to first token minus its own prefill, then the median).
 
 "before" gives every generation a pool that keeps nothing (each request maps fresh pages for its cache, as the
 engine did before the pool); "after" is the engine as it ships (one pool per loaded model). Each timed prefill or
@@ -82,6 +87,44 @@ def measure(folder: Path, length: int, rounds: int, new_tokens: int) -> dict[str
     return found
 
 
+def measure_many(folders: list[Path], length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
+    """The engine as it ships ("after") on each export, the exports alternating within every round."""
+    loaded = {folder.name: LoadedExport.load(folder, RuntimeOptions(intra_op_threads=2)) for folder in folders}
+    vocab = next(iter(loaded.values())).manifest.dims.vocab_size
+    ids = np.random.default_rng(0).integers(0, vocab, (1, length))  # (1, T)
+    found: dict[str, dict[str, list[float]]] = {name: {"prefill": [], "first_token": []} for name in loaded}
+    for number in range(rounds):
+        names = list(loaded) if number % 2 == 0 else list(loaded)[::-1]
+        for name in names:
+            _warm(loaded[name])
+            found[name]["prefill"].append(_prefill_s(loaded[name], ids))
+            _warm(loaded[name])
+            found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
+    return found
+
+
+def report_many(found: dict[str, dict[str, list[float]]], length: int, rounds: int) -> str:
+    lines = [
+        f"# Time to first token − graph prefill by precision ({length}-token prompt, GPT-2-small sized export)",
+        "",
+        f"CPU: {_cpu()}, 2 intra-op threads; the engine as it ships (KV buffers kept per model, the cache written in "
+        f"place); {rounds} rounds, the exports alternating within each round in one process, each timed call after "
+        "a short untimed generation. The difference is paired per round (each round's time to first token minus "
+        "that round's prefill), then the median, with the middle half of the rounds beside it.",
+        "",
+        "| export | graph prefill (ms) | time to first token (ms) | difference, paired (ms) | middle half (ms) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, by in found.items():
+        diff = 1000.0 * (np.array(by["first_token"]) - np.array(by["prefill"]))
+        low, high = np.percentile(diff, [25, 75])
+        lines.append(
+            f"| {name} | {1000 * np.median(by['prefill']):.2f} | {1000 * np.median(by['first_token']):.2f} "
+            f"| {np.median(diff):+.2f} | {low:+.2f} … {high:+.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _cpu() -> str:
     out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
     return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
@@ -113,13 +156,17 @@ def report(found: dict[str, dict[str, list[float]]], length: int, rounds: int, n
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folders", type=Path, nargs="+")
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=8)
     args = parser.parse_args()
-    found = measure(args.folder, args.length, args.rounds, args.new_tokens)
-    text = report(found, args.length, args.rounds, args.new_tokens)
+    if len(args.folders) == 1:
+        found = measure(args.folders[0], args.length, args.rounds, args.new_tokens)
+        text = report(found, args.length, args.rounds, args.new_tokens)
+    else:
+        found = measure_many(args.folders, args.length, args.rounds, args.new_tokens)
+        text = report_many(found, args.length, args.rounds)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(__file__).parent / "results" / f"{stamp}-ttft-overhead.md"
     out.write_text(text)
