@@ -17,7 +17,7 @@
 # Arguments go to benchmarks/peers_side_by_side.py: more gpt2-onnx systems as --ours LABEL FOLDER [FIELD=VALUE ...]
 # (any SystemSpec field: the runtime options of the bench's ONNX path), more peers as --peer.
 # Steps: (1) the peers' venvs; (2) random:gpt2 seed 0 saved as a safetensors checkpoint; (3) converted by
-# `gpt2-onnx export` (fp32, int8, int4), `optimum-cli export openvino` (fp32, int8, int4), llama.cpp's
+# `gpt2-onnx export` (fp32, int8, int4, and int4 with --block-size 128), `optimum-cli export openvino` (fp32, int8, int4), llama.cpp's
 # convert_hf_to_gguf.py + llama-quantize (f32, q8_0, q4_0) and ct2-transformers-converter (float32, int8, and
 # int16 where the CPU computes it); (4) the token check, the run, the table.
 set -euo pipefail
@@ -55,10 +55,13 @@ done_or_partial() {
 
 # (3) The exports; each is written to NAME.partial and renamed when complete.
 systems=()
-for precision in fp32 int8 int4; do
-  dir=$OUT/gpt2-onnx-$precision
+for variant in fp32 int8 int4 int4-b128; do  # int4-b128: the explicit fast option, --block-size 128
+  dir=$OUT/gpt2-onnx-$variant
   if [ ! -f "$dir/manifest.json" ]; then
-    "$PYTHON" -m gpt2_onnx export --model "$CKPT" -o "$dir" --precision "$precision" --force
+    precision=${variant%-b128}
+    block=$([ "$variant" = int4-b128 ] && echo "--block-size 128" || true)
+    # shellcheck disable=SC2086  # the option is two words on purpose
+    "$PYTHON" -m gpt2_onnx export --model "$CKPT" -o "$dir" --precision "$precision" --force $block
   fi
 done
 if [ "$OURS_DEFAULTS" = 1 ]; then
@@ -66,6 +69,7 @@ if [ "$OURS_DEFAULTS" = 1 ]; then
   systems+=(--ours "gpt2-onnx fp32, split sessions as shipped" "$OUT/gpt2-onnx-fp32" layout=split)
   systems+=(--ours "gpt2-onnx int8" "$OUT/gpt2-onnx-int8")
   systems+=(--ours "gpt2-onnx int4" "$OUT/gpt2-onnx-int4")
+  systems+=(--ours "gpt2-onnx int4, --block-size 128" "$OUT/gpt2-onnx-int4-b128")
 fi
 
 if [ -n "${PY[openvino]:-}" ]; then

@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -285,8 +286,9 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="serve-peers-") as logs:
         for name, export, gguf in args.pair:
-            llama = LlamaServer(args.llama_server, Path(gguf), Path(logs) / name, args.clients, args.threads)
-            ours = ServeProcess(Path(export), Path(logs) / f"{name}-ours", "--model-name", "bench")
+            folder = Path(logs) / re.sub(r"[^A-Za-z0-9]+", "-", name)
+            llama = LlamaServer(args.llama_server, Path(gguf), folder, args.clients, args.threads)
+            ours = ServeProcess(Path(export), folder / "ours", "--model-name", "bench")
             results["settings"]["llama_server_command"] = [Path(a).name if "/" in a else a for a in llama.command]
             found = measure_pair({"gpt2-onnx": ours, "llama.cpp": llama}, bodies, args.clients, args.rounds)
             texts = {outcome.system: outcome.texts for outcome in found}
