@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
+from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 from gpt2_onnx_runtimes import batch_cache  # noqa: E402
 from gpt2_onnx_runtimes.batch_requests import CompletionSpec, Update  # noqa: E402
 from gpt2_onnx_runtimes.batching import BatchEngine  # noqa: E402
@@ -70,11 +70,6 @@ def one_round(engine: BatchEngine, specs: list[CompletionSpec], clock: StepClock
     wall = time.perf_counter() - start
     tokens = [getattr(update, "token_id", -1) for update in updates]
     return len(tokens) / wall, 1000 * clock.seconds / max(clock.steps, 1), tokens
-
-
-def cpu_model() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
 
 
 def main() -> None:
@@ -117,7 +112,7 @@ def main() -> None:
         "requests": args.requests,
         "max_tokens": args.max_tokens,
         "rounds": args.rounds,
-        "cpu": cpu_model(),
+        "cpu": describe_environment()["cpu"],
         "cores": os.cpu_count(),
         "load_before": round(load, 2),
     }

@@ -143,29 +143,6 @@ def _other_work(report: dict[str, Any]) -> str:
     return text
 
 
-def first_token_overhead(report: dict[str, Any]) -> str:
-    """A sentence: for each of our systems, its time to first token through generation minus its graph's prefill
-    (the bench's ``first_token_ms/N`` − ``prefill_ms/N``, each a median over the rounds); empty when absent. A
-    peer's prefill is its time to first token, so the difference is ours only."""
-    ours = {spec["label"] for spec in report.get("specs", []) if spec["kind"] == "onnx" and not spec.get("factory")}
-    found = []
-    for label, entry in report["systems"].items():
-        figures = entry.get("figures", {})
-        if label not in ours:
-            continue
-        for key in sorted(k for k in figures if k.startswith("first_token_ms/")):
-            length = key.split("/", 1)[1]
-            prefill = figures.get(f"prefill_ms/{length}")
-            if prefill is not None:
-                found.append(f"{label} {figures[key] - prefill:+.1f} ms ({length} tokens)")
-    if not found:
-        return ""
-    return (
-        "Time to first token through generation − the graph's own prefill (medians of the bench's two tasks, each "
-        "after a short generation): " + "; ".join(found) + "."
-    )
-
-
 def context(report: dict[str, Any]) -> str:
     m, s = report["machine"], report["settings"]
     flags = report.get("cpu_flags") or {}
@@ -197,10 +174,6 @@ def main() -> None:
     by_context = context_rows(report)
     if by_context:
         print("\n".join(by_context))
-        print()
-    overhead = first_token_overhead(report)
-    if overhead:
-        print(overhead)
         print()
     print(context(report))
 

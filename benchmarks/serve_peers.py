@@ -28,10 +28,8 @@ are compared between the two (greedy on the same weights: equal until the two en
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
-import platform
 import queue
 import re
 import signal
@@ -52,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_load import percentiles, requests  # noqa: E402  # after the path
 from benchmarks.serve_process import ServeProcess, free_port  # noqa: E402
+from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 
 READY_TIMEOUT_S = 120.0
 SLOT_POSITIONS = 256  # llama-server's positions per slot: the longest prompt (~160 tokens) and 32 new ones fit
@@ -243,19 +242,6 @@ def llama_version(binary: Path) -> str:
     return "llama.cpp " + line.split(":", 1)[1].strip()
 
 
-def gpu_build() -> bool:
-    try:
-        importlib.metadata.version("onnxruntime-gpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def cpu_model() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-server", type=Path, required=True)
@@ -271,14 +257,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write (and .md beside it)")
     args = parser.parse_args()
     bodies = requests(args.requests, args.max_tokens)
+    environment = describe_environment()
+    libraries = environment["libraries"]
     results: dict[str, Any] = {
         "machine": {
-            "cpu": cpu_model(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
+            "cpu": environment["cpu"],
+            "cpus": environment["cpu_count"],
+            "platform": environment["platform"],
             "load_before": os.getloadavg(),
             "llama_server_version": llama_version(args.llama_server),
-            "onnxruntime": importlib.metadata.version("onnxruntime-gpu" if gpu_build() else "onnxruntime"),
+            "onnxruntime": libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu"),
         },
         "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "max_tokens", "threads")}
         | {"prompt_words": "8..120", "slot_positions": SLOT_POSITIONS},
