@@ -8,7 +8,9 @@ Exports the checkpoint at fp32, fp16, int8 and int4 (the exporter's defaults), t
 ``--accuracy-level``) and int8's DynamicQuantizeMatMul kernel (``--matmul-kernel dynamic``), one difference
 each. Each export is scored by ONNX Runtime (the decode graph over each window, ``gpt2_onnx_runtimes.perplexity``),
 the checkpoint once by PyTorch, all over the same token ids and windows (Hugging Face's sliding-window recipe,
-``gpt2_onnx_core.perplexity``). The exports skip their own parity check (``check=False``): the perplexity is what is
+``gpt2_onnx_core.perplexity``). The int8 KV cache (``kv_cache='int8'``, a runtime option over the same exports)
+is scored as generation computes it: one decode step per scored token over the int8 cache. The exports skip their
+own parity check (``check=False``): the perplexity is what is
 measured here; ``gpt2-onnx verify`` judges parity.
 
 Writes benchmarks/results/<UTC stamp>-perplexity.json (every figure, the machine and the versions) and a Markdown
@@ -34,6 +36,7 @@ from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 from gpt2_onnx.app.export import export_model  # noqa: E402  # after the repository is on the path
 from gpt2_onnx.app.perplexity import checkpoint_perplexity, export_perplexity, read_for_export  # noqa: E402
 from gpt2_onnx_core.config import ExportOptions  # noqa: E402
+from gpt2_onnx_core.layouts import KvCacheFormat  # noqa: E402
 from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
 from gpt2_onnx_core.precisions import MatMulKernel, precision_flag  # noqa: E402
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
@@ -51,6 +54,12 @@ class Variant:
     block_size: int | None = None  # None: the precision's default
     accuracy_level: int | None = None  # None: the precision's default
     matmul_kernel: MatMulKernel | None = None  # None: the precision's default
+    kv_cache: KvCacheFormat = "float32"  # the runtime's cache format (int8: scored step by step, as generated)
+
+    @property
+    def export_name(self) -> str:
+        """The export's folder: variants differing in the runtime's cache only share it."""
+        return self.name.removesuffix("-kv-int8")
 
     @property
     def name(self) -> str:
@@ -61,6 +70,8 @@ class Variant:
             parts.append(f"level{self.accuracy_level}")
         if self.matmul_kernel is not None:
             parts.append(self.matmul_kernel)
+        if self.kv_cache != "float32":
+            parts.append(f"kv-{self.kv_cache}")
         return "-".join(parts)
 
 
@@ -76,13 +87,18 @@ VARIANTS = (
     Variant("int4", block_size=64),
     Variant("int4", block_size=128),
     Variant("int4", block_size=256),
+    Variant("fp32", kv_cache="int8"),
+    Variant("int8", kv_cache="int8"),
+    Variant("int4", kv_cache="int8"),
 )
 
 
 def _export(model: Path, variant: Variant, folder: Path) -> Path:
+    if (folder / variant.export_name / "manifest.json").is_file():
+        return folder / variant.export_name  # made for a variant that differs in the runtime's cache only
     options = ExportOptions(
         model=str(model),
-        output=folder / variant.name,
+        output=folder / variant.export_name,
         precision=variant.precision,
         block_size=variant.block_size,
         accuracy_level=variant.accuracy_level,
@@ -99,6 +115,7 @@ def _row(variant: Variant, folder: Path, manifest_quantization: Any, ppl: float,
     return {
         "variant": variant.name,
         "precision": variant.precision,
+        "kv_cache": variant.kv_cache,
         "quantization": manifest_quantization,
         "perplexity": ppl,
         "difference": ppl - source,
@@ -120,6 +137,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for variant in variants:
         export = first if variant == variants[0] else ExportFolder.open(_export(args.model, variant, work))
         options = RuntimeOptions(intra_op_threads=args.threads, layout="split")
+        if variant.kv_cache != "float32":
+            options = RuntimeOptions(intra_op_threads=args.threads, layout="merged", kv_cache=variant.kv_cache)
         with LoadedExport.open(export, options) as loaded:
             found = export_perplexity(loaded, text)
         quantization = export.manifest.export.get("quantization")

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpt2_onnx_core.errors import OptionError
-from gpt2_onnx_core.layouts import SessionLayout, session_layout
+from gpt2_onnx_core.layouts import KvCacheFormat, SessionLayout, kv_cache_format, session_layout
 from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["BenchSettings", "SystemSpec"]
@@ -118,6 +118,7 @@ class SystemSpec:
     layout: SessionLayout = "auto"  # onnx: the session layout, merged (one session) or split (the two graphs)
     share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
     session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
+    kv_cache: KvCacheFormat = "float32"  # onnx: the KV cache's format (int8: merged layout, in place, CPU)
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
     # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
     factory: str | None = None
@@ -128,4 +129,5 @@ class SystemSpec:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SystemSpec:
-        return cls(**{**data, "layout": session_layout(data.get("layout", "auto"))})
+        layout = session_layout(data.get("layout", "auto"))
+        return cls(**{**data, "layout": layout, "kv_cache": kv_cache_format(data.get("kv_cache", "float32"))})

@@ -3,7 +3,8 @@ Runtime: ``merged`` (one session over a generation graph built from decode.onnx)
 graphs as shipped) and ``auto`` (merged where the installed runtime has it). The runtime's RuntimeOptions.layout
 takes exactly these names. Also the KV cache's modes (``run --in-place-kv``, RuntimeOptions.in_place_kv): ``auto``
 (written in place where it applies), ``on`` (refused where it does not), ``off`` (decode.onnx's own attention, which
-copies the past into a new present every step)."""
+copies the past into a new present every step). And the KV cache's formats (``--kv-cache``, RuntimeOptions.kv_cache):
+``float32`` (exact) or ``int8`` (a quarter of the memory, written in place with per-channel scales)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,24 @@ from typing import Literal, get_args
 
 from gpt2_onnx_core.errors import OptionError
 
-__all__ = ["IN_PLACE_KV_MODES", "SESSION_LAYOUTS", "InPlaceKv", "SessionLayout", "in_place_kv", "session_layout"]
+__all__ = [
+    "IN_PLACE_KV_MODES",
+    "KV_CACHE_FORMATS",
+    "SESSION_LAYOUTS",
+    "InPlaceKv",
+    "KvCacheFormat",
+    "SessionLayout",
+    "in_place_kv",
+    "kv_cache_format",
+    "session_layout",
+]
 
 SessionLayout = Literal["auto", "merged", "split"]
 SESSION_LAYOUTS: tuple[SessionLayout, ...] = get_args(SessionLayout)
 InPlaceKv = Literal["auto", "on", "off"]
 IN_PLACE_KV_MODES: tuple[InPlaceKv, ...] = get_args(InPlaceKv)
+KvCacheFormat = Literal["float32", "int8"]
+KV_CACHE_FORMATS: tuple[KvCacheFormat, ...] = get_args(KvCacheFormat)
 
 
 def session_layout(value: str) -> SessionLayout:
@@ -33,3 +46,11 @@ def in_place_kv(value: str) -> InPlaceKv:
         if value == name:
             return name
     raise OptionError(f"{{in_place_kv}} must be one of {', '.join(IN_PLACE_KV_MODES)}, got '{value}'", "in_place_kv")
+
+
+def kv_cache_format(value: str) -> KvCacheFormat:
+    """``value`` as a :data:`KvCacheFormat`; :class:`OptionError` naming the choices for any other string."""
+    for name in KV_CACHE_FORMATS:
+        if value == name:
+            return name
+    raise OptionError(f"{{kv_cache}} must be one of {', '.join(KV_CACHE_FORMATS)}, got '{value}'", "kv_cache")

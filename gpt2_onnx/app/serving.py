@@ -35,6 +35,7 @@ from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx_core.errors import InvalidInputError, ServingError, first_line
 from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.interrupts import handlers_kept, signals_deferred
+from gpt2_onnx_core.layouts import KvCacheFormat, kv_cache_format
 from gpt2_onnx_core.providers import PROVIDER_NAMES, provider_name
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
@@ -74,6 +75,7 @@ class ReplicaConfig:
     engine: EngineOptions = field(default_factory=EngineOptions)
     provider: ProviderName = "cpu"
     threads: int | None = None  # ONNX Runtime intra-op threads per replica; None: its default
+    kv_cache: KvCacheFormat = "float32"  # the running batch's cache format (int8: a quarter of the memory)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,9 @@ class Gpt2OnnxReplica:
 
     def __init__(self, config: ReplicaConfig) -> None:
         bind_replica_grpc_to_node()  # before Serve starts it, once this constructor returns
-        runtime = RuntimeOptions(provider=config.provider, intra_op_threads=replica_threads(config))
+        runtime = RuntimeOptions(
+            provider=config.provider, intra_op_threads=replica_threads(config), kv_cache=config.kv_cache
+        )
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
         self._app = create_app(self._engine, config.api)
@@ -165,6 +169,7 @@ BUILDER_ARGS = {
     "provider": f"{' or '.join(PROVIDER_NAMES)} [cpu]",
     "threads": "ONNX Runtime threads per replica [the CPUs Ray gives the replica]",
     "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
+    "kv_cache": "float32 or int8 [float32]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
     "timeout": f"seconds per request [{REQUEST_TIMEOUT_S:g}]",
     "max_body_bytes": f"[{MAX_BODY_BYTES}]",
@@ -191,7 +196,8 @@ def app_builder(args: dict[str, Any]) -> Any:
     )
     threads = args.get("threads")
     provider = provider_name(str(args.get("provider", "cpu")))
-    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads))
+    kv_cache = kv_cache_format(str(args.get("kv_cache", "float32")))
+    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads), kv_cache)
     return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
 
 

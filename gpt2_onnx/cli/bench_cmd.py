@@ -140,6 +140,12 @@ def _lengths(text: str, name: str) -> tuple[int, ...]:
     "session by ONNX Runtime (more memory).",
 )
 @click.option(
+    "--int8-kv",
+    is_flag=True,
+    help="Also measure each folder with an int8 KV cache (--kv-cache int8 of run and serve: merged layout, written "
+    "in place; CPU only), labelled +kv-int8.",
+)
+@click.option(
     "--decode-before-prefill",
     "decode_steps_before_prefill",
     type=click.IntRange(min=0),
@@ -172,6 +178,7 @@ def bench(
     attention: str,
     no_eager: bool,
     unshared: bool,
+    int8_kv: bool,
     decode_steps_before_prefill: int,
     perplexity: Path | None,
     perplexity_window: int | None,
@@ -220,7 +227,7 @@ def bench(
     )
     report = bench_exports(
         list(folders), settings, eager=not no_eager, model=model, model_seed=model_seed, unshared=unshared,
-        progress=progress,
+        int8_kv=int8_kv, progress=progress,
         perplexity=None if perplexity is None else PerplexityRequest(perplexity, perplexity_window, perplexity_stride),
     )  # fmt: skip
     if as_json:

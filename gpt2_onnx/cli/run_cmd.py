@@ -16,7 +16,14 @@ from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
 from gpt2_onnx_core.compatibility import IN_PLACE_KV_MIN_ONNXRUNTIME
 from gpt2_onnx_core.errors import InvalidInputError
-from gpt2_onnx_core.layouts import IN_PLACE_KV_MODES, SESSION_LAYOUTS, InPlaceKv, SessionLayout
+from gpt2_onnx_core.layouts import (
+    IN_PLACE_KV_MODES,
+    KV_CACHE_FORMATS,
+    SESSION_LAYOUTS,
+    InPlaceKv,
+    KvCacheFormat,
+    SessionLayout,
+)
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
@@ -229,6 +236,15 @@ def _random_weights_note(manifest: Manifest) -> None:
     f"onnxruntime >= {IN_PLACE_KV_MIN_ONNXRUNTIME}), refused where that does not apply; off = decode.onnx's own "
     "attention, which copies the whole past every step; auto = on where it applies.",
 )
+@click.option(
+    "--kv-cache",
+    type=click.Choice(KV_CACHE_FORMATS),
+    default="float32",
+    show_default=True,
+    help="The KV cache's format: float32 (exact) or int8 (a quarter of the memory and bandwidth, written in place "
+    "with per-channel scales measured on the export as it loads; changes the logits slightly: docs/performance.md "
+    "states the perplexity change).",
+)
 @integrity_option
 @verbose_option
 @click.pass_context
@@ -246,6 +262,7 @@ def run(
     no_stream: bool,
     layout: SessionLayout,
     in_place_kv: InPlaceKv,
+    kv_cache: KvCacheFormat,
     no_sha256_check: bool,
     **flags: Any,
 ) -> None:
@@ -273,7 +290,7 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    model = load_for_generation(export, provider, threads, layout, in_place_kv)
+    model = load_for_generation(export, provider, threads, layout, in_place_kv, kv_cache)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line

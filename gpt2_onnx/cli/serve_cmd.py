@@ -17,6 +17,7 @@ import click
 from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx_core.interrupts import ignore_interrupts
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, KvCacheFormat
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
@@ -45,8 +46,11 @@ def _check_options(
     max_replicas: int | None,
     provider: ProviderName,
     gpus_per_replica: float | None,
+    kv_cache: KvCacheFormat = "float32",
 ) -> None:
-    """Refuse combinations that would otherwise be ignored."""
+    """Refuse combinations that would otherwise be ignored or fail in every replica."""
+    if kv_cache != "float32" and provider != "cpu":
+        raise InvalidInputError(f"--kv-cache {kv_cache} runs on the CPU provider only, not {provider}")
     if detach and address is None:
         raise InvalidInputError("--detach needs --address: an embedded Ray ends with this command")
     if max_replicas is not None and max_replicas < replicas:
@@ -113,6 +117,14 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     "--max-batch", type=click.IntRange(min=1), default=MAX_BATCH_ROWS, show_default=True, help="Rows decoded together."
 )
 @click.option(
+    "--kv-cache",
+    type=click.Choice(KV_CACHE_FORMATS),
+    default="float32",
+    show_default=True,
+    help="The running batch's KV cache: float32 (exact) or int8 (a quarter of the memory, scales measured on the "
+    "export as each replica loads; CPU only; its perplexity change is in docs/performance.md).",
+)
+@click.option(
     "--max-queue",
     type=click.IntRange(min=0),
     default=MAX_WAITING,
@@ -148,6 +160,7 @@ def serve(
     cpus_per_replica: float | None,
     gpus_per_replica: float | None,
     max_batch: int,
+    kv_cache: KvCacheFormat,
     max_queue: int,
     timeout: float,
     max_body_bytes: int,
@@ -163,7 +176,7 @@ def serve(
       gpt2-onnx serve out --replicas 2 --api-key secret
       gpt2-onnx serve /shared/out --address ray://head:10001 --replicas 4 --detach
     """
-    _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica)
+    _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica, kv_cache)
     root = click.get_current_context().find_root()
     verbose = bool(root.params.get("verbose") or root.meta.get(VERBOSE_KEY))  # -v before or after COMMAND
     _prepare_serving(export, address, provider)
@@ -182,6 +195,7 @@ def serve(
         engine=serving.EngineOptions(max_rows=max_batch, max_waiting=max_queue),
         provider=provider,
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
+        kv_cache=kv_cache,
     )
     config = _serve_config(
         replica,

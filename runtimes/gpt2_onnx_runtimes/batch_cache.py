@@ -150,16 +150,25 @@ class InPlaceCache:
     trimming the padding that no row needs any more only moves ``start`` on. The rows are laid out again (into the
     other of two buffers, so the pages are reused) only when the window reaches either end: then with the capacity
     grown (by half again, up to ``max_positions``) if the batch needs it, and the window centred. Room for
-    ``max_rows`` rows from the start (pages that no row has written are not resident)."""
+    ``max_rows`` rows from the start (pages that no row has written are not resident). ``dtype``: the cache's
+    elements, float32 or the int8 of ``kv_cache`` 'int8'."""
 
-    def __init__(self, count: int, n_head: int, head_dim: int, max_positions: int, max_rows: int) -> None:
+    def __init__(
+        self,
+        count: int,
+        n_head: int,
+        head_dim: int,
+        max_positions: int,
+        max_rows: int,
+        dtype: type[np.generic] = np.float32,
+    ) -> None:
         self.count, self.n_head, self.head_dim, self.max_positions = count, n_head, head_dim, max_positions
-        self.max_rows = max_rows
+        self.max_rows, self.dtype = max_rows, dtype
         self.clear(release=True)
 
     def clear(self, release: bool) -> None:
         if release:
-            self._flat = np.zeros((self.count, 0), dtype=np.float32)  # (count, rows · nh · capacity · hs + slack)
+            self._flat = np.zeros((self.count, 0), dtype=self.dtype)  # (count, rows · nh · capacity · hs + slack)
             self._spare = self._flat  # the other buffer, reused by the next layout when large enough
             self.capacity = 0
         self.start = 0
@@ -209,7 +218,7 @@ class InPlaceCache:
         size = (room * self.n_head + 1) * capacity * self.head_dim  # one row-head of slack: the window's offset
         target = self._spare if self._spare.shape[1] >= size and self._spare is not self._flat else None
         if target is None:
-            target = np.empty((self.count, size), dtype=np.float32)
+            target = np.empty((self.count, size), dtype=self.dtype)
         start = (capacity - need) // 2
         if kept_rows:
             old = self.view(kept_rows, kept_length)  # (count, kept, nh, kept_length, hs)
@@ -229,18 +238,18 @@ class InPlaceCache:
         for kind, bind in zip(names, (binding.bind_input, binding.bind_output), strict=True):
             for index, name in enumerate(kind):
                 address = self._flat[index].ctypes.data + offset
-                bind(name, "cpu", 0, np.float32, shape, address)  # (B, nh, C, hs) from the window: past and present
+                bind(name, "cpu", 0, self.dtype, shape, address)  # (B, nh, C, hs) from the window: past and present
 
     def stepped(self) -> None:
         pass  # the step wrote column ``start + length`` of each row in place
 
 
 class RunningBatch:
-    """``count`` cache tensors of (rows, n_head, length, head_dim) float32, with the mask (rows, length) and each
-    row's next position (rows,). ``in_place``: the generation graph writes the cache in place
-    (:class:`InPlaceCache`, up to ``max_positions`` positions and room for ``max_rows`` rows); otherwise it
-    returns a new present (:class:`CopiedCache`). The memory stays when the batch empties (the next rows reuse
-    its pages) until :meth:`clear` is told to release it."""
+    """``count`` cache tensors of (rows, n_head, length, head_dim), with the mask (rows, length) and each row's
+    next position (rows,). ``in_place``: the generation graph writes the cache in place (:class:`InPlaceCache`, up
+    to ``max_positions`` positions and room for ``max_rows`` rows, of ``dtype``: float32, or int8 for
+    ``kv_cache`` 'int8'); otherwise it returns a new float32 present (:class:`CopiedCache`). The memory stays when
+    the batch empties (the next rows reuse its pages) until :meth:`clear` is told to release it."""
 
     def __init__(
         self,
@@ -250,11 +259,14 @@ class RunningBatch:
         in_place: bool = False,
         max_positions: int = 1024,
         max_rows: int = 16,
+        dtype: type[np.generic] = np.float32,
     ) -> None:
         self.count, self.n_head, self.head_dim = count, n_head, head_dim
         self.in_place = in_place
+        if dtype != np.float32 and not in_place:
+            raise ValueError(f"a {np.dtype(dtype).name} cache is written in place only")
         self._storage: KvStorage = (
-            InPlaceCache(count, n_head, head_dim, max_positions, max_rows)
+            InPlaceCache(count, n_head, head_dim, max_positions, max_rows, dtype)
             if in_place
             else CopiedCache(count, n_head, head_dim)
         )

@@ -124,7 +124,13 @@ class BatchEngine:
         )
         steps = loaded.steps
         self._batch = RunningBatch(
-            2 * dims.n_layer, dims.n_head, dims.head_dim, steps.in_place, dims.n_positions, self.options.max_rows
+            2 * dims.n_layer,
+            dims.n_head,
+            dims.head_dim,
+            steps.in_place,
+            dims.n_positions,
+            self.options.max_rows,
+            steps.cache_dtype,
         )
         self._rows: list[tuple[Ticket, Choice]] = []  # row i of the batch: its request and choice
         self._waiting: deque[Ticket] = deque()

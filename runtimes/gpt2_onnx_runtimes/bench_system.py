@@ -13,7 +13,7 @@ import numpy as np
 from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_core.bench_protocol import GenerationTiming
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.layouts import SessionLayout
+from gpt2_onnx_core.layouts import KvCacheFormat, SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
@@ -34,6 +34,7 @@ class OnnxSystem:
         layout: SessionLayout = "auto",
         share_weights: bool = True,
         session_config: Mapping[str, str] | None = None,
+        kv_cache: KvCacheFormat = "float32",
     ) -> None:
         self.options = RuntimeOptions(
             provider=provider,
@@ -42,6 +43,7 @@ class OnnxSystem:
             layout=layout,
             share_weights=share_weights,
             session_config=dict(session_config or {}),
+            kv_cache=kv_cache,
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None
@@ -52,7 +54,13 @@ class OnnxSystem:
         if spec.folder is None:
             raise ValueError(f"the onnx system '{spec.label}' names no export folder")
         return cls(
-            Path(spec.folder), settings.threads, settings.provider, spec.layout, spec.share_weights, spec.session_config
+            Path(spec.folder),
+            settings.threads,
+            settings.provider,
+            spec.layout,
+            spec.share_weights,
+            spec.session_config,
+            spec.kv_cache,
         )
 
     @property

@@ -23,8 +23,17 @@ The inputs keep decode.onnx's names; only the past and present now have ``capaci
 which the first W - S are the past. With a past, the kernel takes S > 1 new positions only in a batch of one.
 
 fp32, int8 and int4 graphs compute attention in float32 and are rewritten; ``--optimize``'s MultiHeadAttention
-too. fp16 graphs cast the float32 cache to float16 and back around the attention, so their present is a Cast's
-output that cannot share the past's buffer: they are refused (:class:`InPlaceRefused`), like any graph whose
+too. With ``int8_cache`` the cache itself is int8 (``kv_cache`` 'int8'): GroupQueryAttention quantizes each new
+key and value with a fixed per-channel scale as it writes it (q = round(x / scale), clipped to ±127) and
+dequantizes the past as it reads it, so the cache tensors become int8 inputs and outputs of the same shapes, a
+quarter of float32's bytes. The scales are graph inputs (``cache_scale.{i}.key`` and ``.value``, (1, nh, 1, hs),
+bound on every run like the mapped embedding), and each layer's new keys and values, (B, S, d) float32 before
+quantization, are graph outputs too (:func:`probe_names`, under the names they have inside the graph): the session
+that runs the graph measures its own scales (:mod:`gpt2_onnx_runtimes.kv_scales`), no second session needed. A run
+that does not fetch them copies nothing.
+
+fp16 graphs cast the float32 cache to float16 and back around the attention, so their present is a Cast's output
+that cannot share the past's buffer: they are refused (:class:`InPlaceRefused`), like any graph whose
 attention is not shaped as this tool exports it. ModelProto in, ModelProto out; the input is not modified.
 """
 
@@ -40,10 +49,18 @@ from onnx import TensorProto, helper, numpy_helper
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.config import ModelDims
 from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
-from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, KvKind, past_name, present_name
+from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, KV_KINDS, KvKind, past_name, present_name
 from gpt2_onnx_core.versions import version_tuple
 
-__all__ = ["InPlaceRefused", "in_place_attention", "in_place_graph", "refuse_in_place_split"]
+__all__ = [
+    "CacheScales",
+    "InPlaceRefused",
+    "in_place_attention",
+    "in_place_graph",
+    "probe_names",
+    "refuse_in_place_split",
+    "scale_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +70,32 @@ _MS = "com.microsoft"
 
 class InPlaceRefused(ManifestError):
     """The graph's attention cannot be rewritten to write the cache in place (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class CacheScales:
+    """The fixed scales of an int8 KV cache, one per layer, head and channel: ``key`` and ``value`` are
+    (n_layer, n_head, head_dim) float32, and a stored q stands for q · scale (symmetric, no zero point)."""
+
+    key: np.ndarray
+    value: np.ndarray
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        """The graph's scale inputs: ``cache_scale.{i}.key`` and ``.value``, (1, nh, 1, hs) each."""
+        layers, heads, dim = self.key.shape
+        found = {}
+        for layer in range(layers):
+            for kind, scales in zip(KV_KINDS, (self.key, self.value), strict=True):
+                found[scale_name(layer, kind)] = np.ascontiguousarray(scales[layer].reshape(1, heads, 1, dim))
+        return found
+
+    def __post_init__(self) -> None:
+        for name in ("key", "value"):
+            scales = getattr(self, name)
+            if scales.ndim != 3 or scales.dtype != np.float32 or not np.all(np.isfinite(scales) & (scales > 0)):
+                raise InvalidInputError(f"{name} cache scales must be positive float32 (layers, heads, head_dim)")
+        if self.key.shape != self.value.shape:
+            raise InvalidInputError(f"key scales {self.key.shape} and value scales {self.value.shape} differ")
 
 
 @dataclass(frozen=True)
@@ -227,9 +270,25 @@ def _live_only(graph: onnx.GraphProto) -> None:
         graph.initializer.remove(tensor)
 
 
-def in_place_attention(model: onnx.ModelProto, dims: ModelDims, what: str = "decode.onnx") -> onnx.ModelProto:
+def scale_name(layer: int, kind: KvKind) -> str:
+    """The int8 cache's scale input of one layer's keys or values, (1, nh, 1, hs) float32."""
+    return f"cache_scale.{layer}.{kind}"
+
+
+def probe_names(model: onnx.ModelProto) -> list[str]:
+    """The int8-cache graph's (B, S, d) new keys and values, graph outputs under the names they have inside it, in
+    (layer, key/value) order."""
+    outputs = {value.name for value in model.graph.output}
+    nodes = {node.name: node for node in model.graph.node if node.op_type == "GroupQueryAttention"}
+    layers = [nodes[f"{_PREFIX}/layers.{layer}/GroupQueryAttention"] for layer in range(len(nodes))]
+    return [name for node in layers for name in node.input[1:3] if name in outputs]
+
+
+def in_place_attention(
+    model: onnx.ModelProto, dims: ModelDims, what: str = "decode.onnx", int8_cache: bool = False
+) -> onnx.ModelProto:
     """``model`` (the generation graph) with every layer's attention a GroupQueryAttention whose past and present
-    can share one buffer (see the module docstring).
+    can share one buffer (see the module docstring); with ``int8_cache``, over an int8 cache.
 
     Raises :class:`InPlaceRefused` when a layer's attention is not shaped as this tool's fp32, int8, int4 or
     --optimize graphs shape it (fp16's casts around the cache among them).
@@ -248,6 +307,8 @@ def in_place_attention(model: onnx.ModelProto, dims: ModelDims, what: str = "dec
     seqlens, total = _lengths(graph)
     # Nodes are known by their first output (graphs are SSA; protobuf hands out a new wrapper at each access).
     gqa = {found.output: _gqa_node(layer, found, dims.n_head, seqlens, total) for layer, found in enumerate(layers)}
+    if int8_cache:
+        _quantize_cache(graph, list(gqa.values()), dims)
     gone = {node.output[0] for found in layers for node in found.replaced[:-1]}
     nodes = [gqa.get(node.output[0], node) for node in graph.node if node.output[0] not in gone]  # in place
     del graph.node[:]
@@ -272,8 +333,37 @@ def _gqa_node(layer: int, found: _Attention, n_head: int, seqlens: str, total: s
     )
 
 
-def refuse_in_place_split(mode: str) -> None:
-    """``in_place_kv`` 'on' in the split layout: refused (InvalidInputError); 'auto' there means off."""
+def _quantize_cache(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], dims: ModelDims) -> None:
+    """Make every GroupQueryAttention's cache int8 with per-channel scales from graph inputs, its new keys and
+    values (B, S, d) graph outputs (the probes), and the cache's graph inputs and outputs int8."""
+    scale_shape = [1, dims.n_head, 1, dims.head_dim]
+    for layer, node in enumerate(nodes):
+        scales = [scale_name(layer, kind) for kind in KV_KINDS]
+        graph.input.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, scale_shape) for name in scales)
+        node.input.extend(["", *scales])  # after the attention bias: no head sink, then k_scale and v_scale
+        node.attribute.extend(
+            [
+                helper.make_attribute("k_quant_type", "PER_CHANNEL"),
+                helper.make_attribute("v_quant_type", "PER_CHANNEL"),
+                helper.make_attribute("kv_cache_bit_width", 8),
+            ]
+        )
+        for tensor in node.input[1:3]:  # the new keys and values, (B, S, d): outputs as they are, no copy
+            graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, ["batch", "sequence", None]))
+    cache = {f(layer, kind) for layer in range(dims.n_layer) for kind in KV_KINDS for f in (past_name, present_name)}
+    for value in [*graph.input, *graph.output]:
+        if value.name in cache:
+            value.type.tensor_type.elem_type = TensorProto.INT8
+
+
+def refuse_in_place_split(mode: str, kv_cache: str = "float32") -> None:
+    """``in_place_kv`` 'on', or an int8 cache, in the split layout: refused (InvalidInputError); 'auto' there means
+    off."""
+    if kv_cache != "float32":
+        raise InvalidInputError(
+            f"kv_cache '{kv_cache}' needs the merged layout: the split layout runs the folder's two graphs as "
+            "shipped, whose cache is float32"
+        )
     if mode == "on":
         raise InvalidInputError(
             "in_place_kv 'on' needs the merged layout: the split layout runs the folder's two graphs as shipped, "
@@ -282,31 +372,42 @@ def refuse_in_place_split(mode: str) -> None:
 
 
 def in_place_graph(
-    graph: onnx.ModelProto, dims: ModelDims, mode: str, provider: str, what: str = "decode.onnx"
+    graph: onnx.ModelProto,
+    dims: ModelDims,
+    mode: str,
+    provider: str,
+    what: str = "decode.onnx",
+    int8_cache: bool = False,
 ) -> onnx.ModelProto | None:
-    """The generation graph rewritten to write the cache in place, or None where ``mode`` (``in_place_kv``) is
-    'off', or 'auto' and it does not apply; 'on' where it does not apply raises the reason."""
+    """The generation graph rewritten to write the cache in place (int8 with ``int8_cache``), or None where
+    ``mode`` (``in_place_kv``) is 'off', or 'auto' and it does not apply; 'on' where it does not apply raises the
+    reason, and so does an int8 cache, which exists only in place."""
     import onnxruntime as ort
 
     if mode == "off":
+        if int8_cache:
+            raise InvalidInputError(
+                "kv_cache 'int8' is written in place only; it cannot be used with in_place_kv 'off'"
+            )
         return None
+    wanted = "kv_cache 'int8'" if int8_cache else "in_place_kv 'on'"
     minimum = compatibility.IN_PLACE_KV_MIN_ONNXRUNTIME
     if provider != "cpu":
         reason: Gpt2OnnxError = InvalidInputError(
-            f"in_place_kv 'on' runs on the CPU provider only, not {provider}: the runtime's fixed-capacity cache "
+            f"{wanted} runs on the CPU provider only, not {provider}: the runtime's fixed-capacity cache "
             "buffers are host memory, and CUDA's GroupQueryAttention takes no float32"
         )
     elif version_tuple(ort.__version__) < version_tuple(minimum):
         reason = RuntimeVersionError(
-            f"in_place_kv 'on' needs onnxruntime >= {minimum} (GroupQueryAttention with an attention bias on the "
+            f"{wanted} needs onnxruntime >= {minimum} (GroupQueryAttention with an attention bias on the "
             f"CPU), but {ort.__version__} is installed"
         )
     else:
         try:
-            return in_place_attention(graph, dims, what)
+            return in_place_attention(graph, dims, what, int8_cache)
         except InPlaceRefused as exc:
             reason = exc
-    if mode == "on":
+    if mode == "on" or int8_cache:
         raise reason
     log.info("the KV cache is copied every step, not written in place: %s", reason)
     return None

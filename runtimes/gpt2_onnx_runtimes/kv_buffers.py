@@ -41,10 +41,11 @@ __all__ = ["BufferPool", "KvBuffers", "SharedKvBuffers"]
 
 
 class BufferPool:
-    """Free float32 arrays kept for reuse, shared by every generation of one loaded model; thread-safe.
+    """Free arrays kept for reuse, shared by every generation of one loaded model; thread-safe.
 
-    :meth:`take` hands out the smallest free array of at least ``size`` floats, or allocates one (the larger free
-    one dropped, so the pool grows rather than piling up); :meth:`give` returns it. At most ``keep`` arrays stay
+    :meth:`take` hands out the smallest free array of at least ``size`` elements of a dtype (float32; int8 for an
+    int8 cache), or allocates one (the larger free one dropped, so the pool grows rather than piling up);
+    :meth:`give` returns it. At most ``keep`` arrays stay
     free (two per concurrent generation are in use while it runs)."""
 
     def __init__(self, keep: int = 4) -> None:
@@ -52,22 +53,23 @@ class BufferPool:
         self._lock = threading.Lock()
         self._keep = keep
 
-    def take(self, size: int) -> np.ndarray:
+    def take(self, size: int, dtype: type[np.generic] = np.float32) -> np.ndarray:
         with self._lock:
             # Free arrays are kept largest first (give), so the last one of at least `size` floats is the smallest
             # that fits. Taken out by position: list.remove would compare arrays with ==, element by element (a
             # ValueError for two arrays of different sizes, seen when concurrent generations left several free).
-            fitting = [index for index, array in enumerate(self._free) if array.size >= size]
+            kind = [index for index, array in enumerate(self._free) if array.dtype == dtype]
+            fitting = [index for index in kind if self._free[index].size >= size]
             if fitting:
                 return self._free.pop(fitting[-1])
-            if self._free:  # none large enough: drop the smallest so the pool grows instead of piling up
-                self._free.pop()
-        return np.empty(size, dtype=np.float32)
+            if kind:  # none large enough: drop the smallest so the pool grows instead of piling up
+                self._free.pop(kind[-1])
+        return np.empty(size, dtype=dtype)
 
     def give(self, arrays: list[np.ndarray]) -> None:
         with self._lock:
             self._free.extend(arrays)
-            self._free.sort(key=lambda a: a.size, reverse=True)
+            self._free.sort(key=lambda a: a.nbytes, reverse=True)
             del self._free[self._keep :]
 
     def clear(self) -> None:
@@ -76,8 +78,9 @@ class BufferPool:
 
     @property
     def free_floats(self) -> int:
+        """Free float32 elements (what a float32 cache can take)."""
         with self._lock:
-            return sum(a.size for a in self._free)
+            return sum(a.size for a in self._free if a.dtype == np.float32)
 
 
 class KvBuffers:
@@ -168,10 +171,11 @@ class KvBuffers:
 
 
 class SharedKvBuffers:
-    """``count`` cache tensors of (batch, n_head, capacity, head_dim) float32 for the in-place generation graph
+    """``count`` cache tensors of (batch, n_head, capacity, head_dim) for the in-place generation graph
     (:mod:`gpt2_onnx_runtimes.inplace_attention`): one buffer each, bound as both the past and the present, so a
     step writes only its new positions (columns ``length`` … ``length + new - 1`` of every row and head) and no
-    present is ever copied. Half the memory of :class:`KvBuffers`.
+    present is ever copied. Half the memory of :class:`KvBuffers` in float32; an eighth in int8 (``dtype``, the
+    cache of ``kv_cache`` 'int8').
 
     Rows are ``n_head · capacity · head_dim`` floats apart, whatever the length; columns past ``length`` hold
     whatever the memory held (never read: the graph reads the first ``length + new`` of each row).
@@ -186,13 +190,15 @@ class SharedKvBuffers:
         head_dim: int,
         max_batch: int | None = None,
         pool: BufferPool | None = None,
+        dtype: type[np.generic] = np.float32,
     ) -> None:
         self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
         self.max_batch = max(batch, max_batch or batch)
+        self.dtype = dtype
         size = self.max_batch * n_head * capacity * head_dim
         if pool is None:
             pool = BufferPool(keep=0)
-        flat = pool.take(count * size)
+        flat = pool.take(count * size, dtype)
         self._buffer = flat[: count * size].reshape(count, size)  # (count, B·nh·C·hs)
         weakref.finalize(self, pool.give, [flat])
         self.length = 0  # positions in the past
@@ -205,7 +211,7 @@ class SharedKvBuffers:
     def _bind(self, bind: Callable[..., None], names: list[str]) -> None:
         shape = [self.batch, self.n_head, self.capacity, self.head_dim]
         for index, name in enumerate(names):
-            bind(name, "cpu", 0, np.float32, shape, self._buffer[index].ctypes.data)
+            bind(name, "cpu", 0, self.dtype, shape, self._buffer[index].ctypes.data)
 
     def bind_past(self, binding: ort.IOBinding, names: list[str]) -> None:
         """Bind the buffers (B, nh, C, hs) as the inputs ``names``: the first ``length`` columns are the past."""

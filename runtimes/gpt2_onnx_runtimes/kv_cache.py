@@ -91,18 +91,15 @@ class KvCacheRunner:
         empty = None
         batch = input_ids.shape[0]
         if self._capacity is not None:
-            kind = SharedKvBuffers if self._steps.in_place else KvBuffers
-            self._buffers = kind(
-                len(self._past_names),
-                batch,
-                self._dims.n_head,
-                self._capacity,
-                self._dims.head_dim,
-                self._max_batch,
-                pool=self._loaded.kv_pool,
-            )
+            shape = (len(self._past_names), batch, self._dims.n_head, self._capacity, self._dims.head_dim)
+            pool = self._loaded.kv_pool
+            if self._steps.in_place:
+                self._buffers = SharedKvBuffers(*shape, self._max_batch, pool, self._steps.cache_dtype)
+            else:
+                self._buffers = KvBuffers(*shape, self._max_batch, pool)
         elif self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
-            empty = np.zeros((batch, self._dims.n_head, 0, self._dims.head_dim), dtype=np.float32)  # (B, nh, 0, hs)
+            dims = self._dims
+            empty = np.zeros((batch, dims.n_head, 0, dims.head_dim), dtype=self._steps.cache_dtype)  # (B, nh, 0, hs)
         logits = self._run(PREFILL, input_ids, attention_mask, position_ids, past=None, empty=empty)
         self.past_length = input_ids.shape[1]
         return logits

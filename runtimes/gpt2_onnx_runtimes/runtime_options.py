@@ -10,11 +10,18 @@ from typing import Literal
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.errors import InvalidInputError, RuntimeVersionError
 from gpt2_onnx_core.integrity import IntegrityCheck
-from gpt2_onnx_core.layouts import IN_PLACE_KV_MODES, SESSION_LAYOUTS, InPlaceKv, SessionLayout
+from gpt2_onnx_core.layouts import (
+    IN_PLACE_KV_MODES,
+    KV_CACHE_FORMATS,
+    SESSION_LAYOUTS,
+    InPlaceKv,
+    KvCacheFormat,
+    SessionLayout,
+)
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.versions import version_tuple
 
-__all__ = ["InPlaceKv", "RuntimeOptions", "SessionLayout", "resolve_layout"]
+__all__ = ["InPlaceKv", "KvCacheFormat", "RuntimeOptions", "SessionLayout", "resolve_layout"]
 
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 _LAYOUTS = SESSION_LAYOUTS
@@ -44,6 +51,12 @@ class RuntimeOptions:
     # int4 and --optimize graphs, onnxruntime >= IN_PLACE_KV_MIN_ONNXRUNTIME); on: refuse where it does not;
     # off: decode.onnx's own attention, which concatenates the past into a new present every step.
     in_place_kv: InPlaceKv = "auto"
+    # The cache's format. float32: exact. int8: a quarter of the bytes, quantized per layer, head and channel with
+    # scales measured on the export when it loads (gpt2_onnx_runtimes.kv_scales); it needs the in-place cache, so
+    # the merged layout on the CPU, and changes the logits (its perplexity change is in docs/performance.md).
+    kv_cache: KvCacheFormat = "float32"
+    # int8 cache only: the text its scales are measured on (None: the runtime's own calibration text).
+    kv_calibration: str | None = None
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -52,6 +65,12 @@ class RuntimeOptions:
             raise InvalidInputError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{self.layout}'")
         if self.in_place_kv not in _IN_PLACE:
             raise InvalidInputError(f"in_place_kv must be one of {', '.join(_IN_PLACE)}, got '{self.in_place_kv}'")
+        if self.kv_cache not in KV_CACHE_FORMATS:
+            raise InvalidInputError(f"kv_cache must be one of {', '.join(KV_CACHE_FORMATS)}, got '{self.kv_cache}'")
+        if self.kv_cache == "int8" and self.in_place_kv == "off":
+            raise InvalidInputError(
+                "kv_cache 'int8' is written in place only; it cannot be used with in_place_kv 'off'"
+            )
         for name in ("intra_op_threads", "inter_op_threads"):
             value = getattr(self, name)
             if value is not None and value < 0:

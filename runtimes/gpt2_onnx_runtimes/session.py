@@ -42,8 +42,9 @@ from gpt2_onnx_core.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
-from gpt2_onnx_runtimes.inplace_attention import in_place_graph, refuse_in_place_split
+from gpt2_onnx_runtimes.inplace_attention import in_place_graph, probe_names, refuse_in_place_split
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
+from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
@@ -108,6 +109,8 @@ class StepSessions:
     # The generation graph writes the cache in place (gpt2_onnx_runtimes.inplace_attention): bound to one buffer,
     # past and present are (B, nh, capacity, hs); bound to separate ones, it concatenates as decode.onnx does.
     in_place: bool = False
+    # The cache's elements: float32, or int8 where the in-place graph quantizes it (RuntimeOptions.kv_cache).
+    cache_dtype: type[np.generic] = np.float32
 
     def session(self, kind: GraphKind) -> ort.InferenceSession:
         return self.prefill if kind == PREFILL else self.decode
@@ -156,8 +159,8 @@ class LoadedExport:
         graphs = check_folder(folder, manifest, options)
         layout = resolve_layout(options)
         if layout == "split":
-            refuse_in_place_split(options.in_place_kv)
-        loaded = cls._merged(folder, manifest, options, graphs[DECODE]) if layout == "merged" else None
+            refuse_in_place_split(options.in_place_kv, options.kv_cache)
+        loaded = cls._merged(export, options, graphs[DECODE]) if layout == "merged" else None
         if loaded is None:
             loaded = cls._split(folder, manifest, options, graphs)
         loaded.export = export
@@ -176,12 +179,12 @@ class LoadedExport:
         return cls(folder, manifest, options, steps, sessions, shared)
 
     @classmethod
-    def _merged(
-        cls, folder: Path, manifest: Manifest, options: RuntimeOptions, decode: onnx.ModelProto
-    ) -> LoadedExport:
+    def _merged(cls, export: ExportFolder, options: RuntimeOptions, decode: onnx.ModelProto) -> LoadedExport:
+        folder, manifest = export.path, export.manifest
+        int8_cache = options.kv_cache == "int8"
         graph = last_position_logits(decode, manifest.graphs[DECODE].file)
         rewritten = in_place_graph(
-            graph, manifest.dims, options.in_place_kv, options.provider, manifest.graphs[DECODE].file
+            graph, manifest.dims, options.in_place_kv, options.provider, manifest.graphs[DECODE].file, int8_cache
         )
         in_place, graph = rewritten is not None, rewritten or graph
         del rewritten
@@ -196,9 +199,12 @@ class LoadedExport:
                 constants[EMBEDDING] = shared.value(ref)  # (V, d), pointing into the map
         session_options = session_options_for(options)
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
+        probes = probe_names(graph) if int8_cache else []
         session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
         page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
+        if int8_cache:
+            constants.update(cls._cache_scales(export, options, session, probes, constants))
         steps = StepSessions(
             session,
             session,
@@ -206,8 +212,27 @@ class LoadedExport:
             constant_inputs=constants,
             label="merged",
             in_place=in_place,
+            cache_dtype=np.int8 if int8_cache else np.float32,
         )
         return cls(folder, manifest, options, steps, {}, shared if constants else None)
+
+    @staticmethod
+    def _cache_scales(
+        export: ExportFolder,
+        options: RuntimeOptions,
+        session: ort.InferenceSession,
+        probes: list[str],
+        constants: Mapping[str, ort.OrtValue],
+    ) -> dict[str, ort.OrtValue]:
+        """An int8 cache's scales, measured by the generation session itself on the calibration text
+        (:mod:`gpt2_onnx_runtimes.kv_scales`), as the inputs every run binds."""
+        import onnxruntime as ort
+
+        dims = export.manifest.dims
+        text = options.kv_calibration if options.kv_calibration is not None else default_calibration_text()
+        ids = calibration_ids(export.tokenizer.encode, text, dims.n_positions)  # (1, n_positions)
+        scales = measure_cache_scales(session, probes, dims, ids, constants)
+        return {name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in scales.feeds().items()}
 
     @staticmethod
     def _graph_session(

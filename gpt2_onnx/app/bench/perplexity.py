@@ -49,6 +49,7 @@ def _onnx_perplexity(
         layout=spec.layout,
         share_weights=spec.share_weights,
         session_config=dict(spec.session_config),
+        kv_cache=spec.kv_cache,
     )
     with LoadedExport.open(export, options) as loaded:
         return Perplexity.of(text.plan, export_log_probs(loaded, text.ids, text.plan))

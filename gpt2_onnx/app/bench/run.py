@@ -58,8 +58,11 @@ def system_specs(
     model: str | None,
     model_seed: int | None,
     unshared: bool = False,
+    int8_kv: bool = False,
 ) -> list[SystemSpec]:
-    """The eager baseline (the first folder's source unless ``model`` is given), then each folder."""
+    """The eager baseline (the first folder's source unless ``model`` is given), then each folder; with
+    ``unshared`` each float32 folder again in the split layout, with ``int8_kv`` each folder again over an int8 KV
+    cache."""
     specs = [
         SystemSpec("onnx", label, folder=str(folder)) for label, folder in zip(_labels(folders), folders, strict=True)
     ]
@@ -68,6 +71,11 @@ def system_specs(
             SystemSpec("onnx", f"{spec.label}+split", folder=spec.folder, layout="split", share_weights=False)
             for spec, manifest in zip(specs, manifests, strict=True)
             if precision_named(manifest.precision).float32
+        ]
+    if int8_kv:  # each folder again, its KV cache int8 (the merged layout writes it in place)
+        specs += [
+            SystemSpec("onnx", f"{label}+kv-int8", folder=str(folder), layout="merged", kv_cache="int8")
+            for label, folder in zip(_labels(folders), folders, strict=True)
         ]
     if not eager:
         return specs
@@ -94,6 +102,7 @@ def bench_exports(
     model: str | None = None,
     model_seed: int | None = None,
     unshared: bool = False,
+    int8_kv: bool = False,
     progress: Progress | None = None,
     perplexity: PerplexityRequest | None = None,
 ) -> BenchReport:
@@ -107,7 +116,11 @@ def bench_exports(
         _check_unshared(manifests, settings)
     if eager:
         require_pytorch_side("the PyTorch eager baseline (leave it out with --no-eager)")
-    specs = system_specs(folders, manifests, eager, model, model_seed, unshared)
+    if int8_kv and settings.provider != "cpu":
+        raise OptionError(
+            "{int8_kv} applies on the CPU only (the int8 cache is written in place in host memory)", "int8_kv"
+        )
+    specs = system_specs(folders, manifests, eager, model, model_seed, unshared, int8_kv)
     if perplexity is None:
         return measure(specs, settings, manifests[0], progress)[0]
     # ONNX Runtime in this process only where perplexity is asked for
