@@ -31,6 +31,7 @@ THREADS=${THREADS:-2}
 OURS_DEFAULTS=${OURS_DEFAULTS:-1}                    # 0: only the --ours given as arguments
 SUFFIX=${SUFFIX:-peers}                              # results/<stamp>-SUFFIX.{json,md}
 DECODE_CONTEXTS=${DECODE_CONTEXTS:-}                 # e.g. 512,1000: decode runs after longer prompts too
+# KV_INT8=0: leave out our exports with the int8 KV cache (--kv-cache int8, the lossy option)
 export PEERS_CACHE PYTHON
 
 # (1) The venvs: "NAME PYTHON" lines.
@@ -70,6 +71,11 @@ if [ "$OURS_DEFAULTS" = 1 ]; then
   systems+=(--ours "gpt2-onnx int8" "$OUT/gpt2-onnx-int8")
   systems+=(--ours "gpt2-onnx int4" "$OUT/gpt2-onnx-int4")
   systems+=(--ours "gpt2-onnx int4, --block-size 128" "$OUT/gpt2-onnx-int4-b128")
+  if [ "${KV_INT8:-1}" = 1 ]; then  # the lossy option of the KV cache (run/serve --kv-cache int8): 0 leaves it out
+    systems+=(--ours "gpt2-onnx int8, --kv-cache int8" "$OUT/gpt2-onnx-int8" layout=merged kv_cache=int8)
+    systems+=(--ours "gpt2-onnx int4, --kv-cache int8" "$OUT/gpt2-onnx-int4" layout=merged kv_cache=int8)
+    systems+=(--ours "gpt2-onnx int4, --block-size 128, --kv-cache int8" "$OUT/gpt2-onnx-int4-b128" layout=merged kv_cache=int8)
+  fi
 fi
 
 if [ -n "${PY[openvino]:-}" ]; then

@@ -8,6 +8,7 @@ and every place it cannot apply is refused with one clear line."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -320,3 +321,18 @@ def test_run_with_an_int8_cache_and_its_refusals(tiny_export: Path) -> None:
     assert off.exit_code == 2 and "written in place only" in one_error_line(off.output), off.output
     bad = invoke(*args, "--kv-cache", "int4")
     assert bad.exit_code == 2 and "int4" in bad.output
+
+
+def test_verify_checks_generation_over_the_int8_cache(pydocs_export: Path, tmp_path: Path) -> None:
+    """``verify --kv-cache int8`` adds the padded batch's steps and free-running greedy over the int8 cache, judged
+    by the loosened limits it prints, and scores the perplexity through the cache."""
+    text = tmp_path / "heldout-part.txt"
+    text.write_text((PYDOCS / "heldout.txt").read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    args = ("verify", str(pydocs_export), "--steps", "6", "--batch-size", "2", "--kv-cache", "int8")
+    result = invoke(*args, "--perplexity", str(text), "--perplexity-window", "256", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["kv_cache"] == "int8" and report["result"] == "pass"
+    checks = [c["check"] for c in report["comparisons"] if c["check"].endswith("int8 KV cache")]
+    assert len(checks) == 4 and any(check.startswith("generation row 1") for check in checks)
+    assert report["perplexity"]["max_relative"] == pytest.approx(1e-4 + 1e-2) and report["perplexity"]["ok"]

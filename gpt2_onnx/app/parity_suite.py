@@ -30,6 +30,7 @@ from gpt2_onnx_core.wording import plural
 from gpt2_onnx_exporters.reference import ReferenceModel, ReferenceOutputs
 from gpt2_onnx_runtimes.generate import generate_ids
 from gpt2_onnx_runtimes.generation import GenerationOptions
+from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.session import LoadedExport
 
 __all__ = ["ParitySuite"]
@@ -165,6 +166,29 @@ class ParitySuite:
             chose = slice(len(prompt) - 1, None)  # (1, steps + 1, V): the positions that chose tokens
             actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
             self._logits(f"padded batch row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
+
+    def generation_batch(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
+        """As :meth:`padded_batch`, through generation's own steps: the runtime's KV cache runner over
+        ``generation``'s session (IO binding, its cache buffers: an int8 cache where it was loaded with one)."""
+        runtime = self.generation or self.loaded
+        ids, mask = left_pad(prompts, 0)  # (B, T)
+        runner = KvCacheRunner(runtime, capacity=ids.shape[1] + steps)
+        batch_logits = [runner.prefill(ids, mask, position_ids(mask))]  # per step (B, V)
+        generated: list[list[int]] = [[] for _ in prompts]
+        for _ in range(steps):
+            chosen = batch_logits[-1].argmax(axis=-1)  # (B,)
+            for row, token in enumerate(chosen.tolist()):
+                generated[row].append(int(token))
+            mask = np.concatenate([mask, np.ones((len(prompts), 1), dtype=np.int64)], axis=1)  # (B, P + 1)
+            fed = chosen[:, None].astype(np.int64)  # (B, 1)
+            batch_logits.append(runner.decode(fed, mask, position_ids(mask)[:, -1:]))
+        for row, prompt in enumerate(prompts):
+            alone = np.array([[*prompt, *generated[row]]], dtype=np.int64)  # (1, T_row + steps)
+            ones = np.ones_like(alone)
+            ref = self._forward(alone, ones, position_ids(ones))
+            chose = slice(len(prompt) - 1, None)  # (1, steps + 1, V): the positions that chose tokens
+            actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
+            self._logits(f"generation row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
 
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against

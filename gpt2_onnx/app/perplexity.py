@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpt2_onnx_core.perplexity import Perplexity, PerplexityComparison, PerplexityText, perplexity_limit
+from gpt2_onnx_core.precisions import int8_kv_cache_perplexity
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_exporters.source_perplexity import source_log_probs
 from gpt2_onnx_runtimes.export_folder import ExportFolder
@@ -53,10 +54,8 @@ def export_perplexity(loaded: LoadedExport, text: PerplexityText) -> Perplexity:
 
 def compare_perplexity(model: GPT2LMHeadModel, loaded: LoadedExport, text: PerplexityText) -> PerplexityComparison:
     """Both models over ``text``'s windows, judged by the export precision's limit (its ``perplexity`` in
-    :mod:`gpt2_onnx_core.precisions`)."""
-    return PerplexityComparison(
-        str(text.path),
-        source_perplexity(model, text),
-        export_perplexity(loaded, text),
-        perplexity_limit(loaded.manifest.precision),
-    )
+    :mod:`gpt2_onnx_core.precisions`), with the int8 KV cache's added where ``loaded`` has one."""
+    limit = perplexity_limit(loaded.manifest.precision)
+    if loaded.options.kv_cache == "int8":
+        limit = int8_kv_cache_perplexity(limit)
+    return PerplexityComparison(str(text.path), source_perplexity(model, text), export_perplexity(loaded, text), limit)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpt2_onnx_core.parity import Comparison
-from gpt2_onnx_core.precisions import precision_named
+from gpt2_onnx_core.precisions import precision_named, with_int8_kv_cache
 from gpt2_onnx_core.wording import plural
 
 if TYPE_CHECKING:
@@ -186,6 +186,13 @@ def render_perplexity(comparison: PerplexityComparison) -> str:
     )
 
 
+def _int8_cache_lines(report: VerifyReport) -> list[str]:
+    """The limits of the checks over an int8 KV cache, where verify ran them."""
+    if report.kv_cache != "int8":
+        return []
+    return [f"Over the int8 KV cache: {with_int8_kv_cache(report.tolerance).describe()}"]
+
+
 def render_report(report: VerifyReport) -> str:
     """The whole human report: header with the limits in force, the table, file integrity, every failure."""
     bad_files = sum(not f.ok for f in report.files)
@@ -193,6 +200,7 @@ def render_report(report: VerifyReport) -> str:
         f"Source: {report.source}; export: {report.precision} on {report.provider}",
         f"Tolerances ({report.precision}): {report.tolerance.describe()}",
         f"Basis: {report.tolerance.basis}",
+        *_int8_cache_lines(report),
         render_table(report.parity.comparisons, precision_named(report.precision).golden_from),
         f"Files: {len(report.files) - bad_files} of {plural(len(report.files), 'file')} match the manifest's sha256",
     ]

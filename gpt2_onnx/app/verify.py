@@ -6,17 +6,19 @@ tolerances and their basis, versions, provider, hardware and the manifest's hash
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from gpt2_onnx.app.environment import describe_environment
 from gpt2_onnx.app.parity_suite import ParitySuite
 from gpt2_onnx.app.perplexity import compare_perplexity, read_for_export
 from gpt2_onnx.app.verify_report import VerifyOptions, VerifyReport, check_dimensions, check_files
+from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.manifest import Manifest, read_manifest
 from gpt2_onnx_core.parity import ParityReport
 from gpt2_onnx_core.perplexity import PerplexityText
-from gpt2_onnx_core.precisions import tolerance_for
+from gpt2_onnx_core.precisions import tolerance_for, with_int8_kv_cache
 from gpt2_onnx_core.progress import StageReporter, Stages
 from gpt2_onnx_core.prompts import check_prompt_ids
 from gpt2_onnx_core.wording import plural
@@ -52,9 +54,23 @@ def _golden(suite: ParitySuite, loaded: LoadedExport, generation: LoadedExport) 
             suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
 
 
+def _int8_cache_checks(suite: ParitySuite, batch: Sequence[Sequence[int]], steps: int) -> None:
+    """Generation over the int8 KV cache: the padded batch's steps through the cache runner, then free-running
+    greedy, each check named so that the report tells them from the float32 cache's."""
+    before = len(suite.report.comparisons)
+    suite.generation_batch(batch, steps=min(steps, 8))
+    suite.free_running_greedy(batch, steps)
+    for index in range(before, len(suite.report.comparisons)):
+        comparison = suite.report.comparisons[index]
+        suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, int8 KV cache")
+
+
 def check_before_loading(options: VerifyOptions) -> None:
-    """What can be refused before any model loads: the provider (loading the source model takes seconds)."""
+    """What can be refused before any model loads: the provider (loading the source model takes seconds), and an
+    int8 KV cache anywhere but on the CPU."""
     ensure_provider_loadable(options.provider)
+    if options.kv_cache != "float32" and options.provider != "cpu":
+        raise InvalidInputError(f"--kv-cache {options.kv_cache} runs on the CPU provider only, not {options.provider}")
 
 
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
@@ -77,7 +93,8 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         loaded = LoadedExport.open(export, replace(runtime, layout="split"))
         generation = LoadedExport.open(export, runtime)
     tolerance = tolerance_for(manifest.precision)
-    suite = ParitySuite(loaded, ReferenceModel(source.model), tolerance, ParityReport(), generation)
+    reference = ReferenceModel(source.model)
+    suite = ParitySuite(loaded, reference, tolerance, ParityReport(), generation)
     longest = manifest.dims.n_positions - options.steps - 1
     prompts = check_prompt_ids(export.tokenizer.encode, longest)
     main = prompts[0]
@@ -95,10 +112,16 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         suite.free_running_greedy(batch, options.steps)
     with stages.stage("golden vectors"):
         _golden(suite, loaded, generation)
+    scored = loaded
+    if options.kv_cache == "int8":
+        with stages.stage("int8 KV cache"):
+            scored = LoadedExport.open(export, replace(runtime, layout="merged", kv_cache="int8"))
+            cache = ParitySuite(loaded, reference, with_int8_kv_cache(tolerance), suite.report, scored)
+            _int8_cache_checks(cache, batch, options.steps)
     perplexity = None
     if text is not None:
         with stages.stage(f"perplexity over {plural(len(text.plan.windows), 'window')}"):
-            perplexity = compare_perplexity(source.model, loaded, text)
+            perplexity = compare_perplexity(source.model, scored, text)
     return VerifyReport(
         folder=str(options.folder),
         source=source_spec + (f" (seed {seed})" if source_spec.startswith("random:") else ""),
@@ -110,5 +133,6 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         environment=describe_environment(options.provider),
         timings=dict(stages.timings),
         generation_layout=generation.layout,
+        kv_cache=options.kv_cache,
         perplexity=perplexity,
     )

@@ -12,6 +12,7 @@ from typing import Any
 from gpt2_onnx_core.config import ModelDims
 from gpt2_onnx_core.errors import ManifestError, SourceMismatchError
 from gpt2_onnx_core.hashing import sha256_file
+from gpt2_onnx_core.layouts import KvCacheFormat
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.parity import ParityReport
 from gpt2_onnx_core.perplexity import PerplexityComparison
@@ -33,6 +34,8 @@ class VerifyOptions:
     perplexity: Path | None = None  # a text file: source and export perplexity over the same windows
     perplexity_window: int | None = None  # tokens per window (None: the model's positions)
     perplexity_stride: int | None = None  # tokens between window starts (None: half the window)
+    # int8: also generation over an int8 KV cache (its steps and greedy run; perplexity, if asked, through it)
+    kv_cache: KvCacheFormat = "float32"
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class VerifyReport:
     environment: dict[str, Any]
     timings: dict[str, float] = field(default_factory=dict)
     generation_layout: str = "split"  # the session layout free-running generation was checked in
+    kv_cache: str = "float32"  # the KV cache format generation was also checked with
     perplexity: PerplexityComparison | None = None  # with --perplexity
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -84,6 +88,7 @@ class VerifyReport:
             "provider": self.provider,
             "precision": self.precision,
             "generation_layout": self.generation_layout,
+            "kv_cache": self.kv_cache,
             "tolerance": self.tolerance.to_json(),
             "failures": self.failures(),
             "comparisons": [c.to_json() for c in self.parity.comparisons],

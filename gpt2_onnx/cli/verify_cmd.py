@@ -21,6 +21,7 @@ from gpt2_onnx.cli.options import (
     verbose_option,
 )
 from gpt2_onnx_core.errors import OutputPathError, ParityError
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, KvCacheFormat
 from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.precisions import PRECISIONS
 from gpt2_onnx_core.providers import ProviderName
@@ -70,6 +71,14 @@ def _perplexity_limits() -> str:
     default=None,
     help="Also write the JSON report to this file, whatever the verdict (--json prints it on stdout).",
 )
+@click.option(
+    "--kv-cache",
+    type=click.Choice(KV_CACHE_FORMATS),
+    default="float32",
+    show_default=True,
+    help="int8: also check generation over an int8 KV cache (run/serve --kv-cache int8), judged by the precision's "
+    "limits plus the cache's; with --perplexity, the export's perplexity is scored through it.",
+)
 @perplexity_options("the source model and the export")
 @verbose_option
 @click.pass_context
@@ -86,6 +95,7 @@ def verify(
     perplexity: Path | None,
     perplexity_window: int | None,
     perplexity_stride: int | None,
+    kv_cache: KvCacheFormat,
 ) -> None:
     """Measure an export's parity with its source model and fail if a tolerance is exceeded.
 
@@ -104,6 +114,7 @@ def verify(
       gpt2-onnx verify out --model ./ckpt --provider cuda --steps 64 --batch-size 4 --report report.json
       gpt2-onnx verify out --json > report.json
       gpt2-onnx verify out --perplexity heldout.txt --perplexity-window 512 --perplexity-stride 256
+      gpt2-onnx verify out --kv-cache int8 --perplexity heldout.txt
     """
     from gpt2_onnx.app.report_table import render_report
 
@@ -115,7 +126,16 @@ def verify(
     from gpt2_onnx.app.verify import check_before_loading, verify_export
 
     options = VerifyOptions(
-        folder, model, provider, steps, batch_size, threads, perplexity, perplexity_window, perplexity_stride
+        folder,
+        model,
+        provider,
+        steps,
+        batch_size,
+        threads,
+        perplexity,
+        perplexity_window,
+        perplexity_stride,
+        kv_cache,
     )
     check_before_loading(options)  # one line, before the source model loads
     display = StageDisplay()
