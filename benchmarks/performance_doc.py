@@ -95,7 +95,8 @@ KINDS = (
         "Perplexity by precision",
         "`python benchmarks/perplexity.py`: the trained checkpoint's exports at each precision (and the int4 block "
         "sizes and MatMulNBits accuracy levels) scored by ONNX Runtime over the same sliding windows of its held-out "
-        'text as the checkpoint itself by PyTorch (docs/verification.md, "Perplexity").',
+        'text as the checkpoint itself by PyTorch (docs/verification.md, "Perplexity"); rows `…-kv-int8`: the same '
+        "export over the runtime's int8 KV cache (`--kv-cache int8`), scored step by step as it generates.",
     ),
     Kind(
         "-ttft-overhead",

@@ -242,12 +242,24 @@ def llama_version(binary: Path) -> str:
     return "llama.cpp " + line.split(":", 1)[1].strip()
 
 
+def serve_options(options: list[str]) -> list[str]:
+    """``OPTION=VALUE`` words as ``gpt2-onnx serve`` options: ``kv-cache=int8`` → ``--kv-cache int8``."""
+    found = []
+    for option in options:
+        name, sep, value = option.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"serve_peers: '{option}' is not OPTION=VALUE")
+        found += [f"--{name}", value]
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-server", type=Path, required=True)
     parser.add_argument(
-        "--pair", nargs=3, action="append", metavar=("NAME", "EXPORT", "GGUF"), required=True,
-        help="our export folder and llama.cpp's GGUF of the same checkpoint",
+        "--pair", nargs="+", action="append", metavar="NAME EXPORT GGUF [OPTION=VALUE]", required=True,
+        help="our export folder and llama.cpp's GGUF of the same checkpoint; OPTION=VALUE: a gpt2-onnx serve option "
+        "(kv-cache=int8 becomes --kv-cache int8)",
     )  # fmt: skip
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=48, help="requests per round")
@@ -273,10 +285,13 @@ def main() -> None:
         "pairs": [],
     }
     with tempfile.TemporaryDirectory(prefix="serve-peers-") as logs:
-        for name, export, gguf in args.pair:
+        for pair in args.pair:
+            if len(pair) < 3:
+                parser.error(f"--pair needs NAME EXPORT GGUF [OPTION=VALUE ...], got {pair}")
+            name, export, gguf, *options = pair
             folder = Path(logs) / re.sub(r"[^A-Za-z0-9]+", "-", name)
             llama = LlamaServer(args.llama_server, Path(gguf), folder, args.clients, args.threads)
-            ours = ServeProcess(Path(export), folder / "ours", "--model-name", "bench")
+            ours = ServeProcess(Path(export), folder / "ours", "--model-name", "bench", *serve_options(options))
             results["settings"]["llama_server_command"] = [Path(a).name if "/" in a else a for a in llama.command]
             found = measure_pair({"gpt2-onnx": ours, "llama.cpp": llama}, bodies, args.clients, args.rounds)
             texts = {outcome.system: outcome.texts for outcome in found}

@@ -44,6 +44,9 @@ def test_ours_options_are_system_spec_fields() -> None:
         ours_spec(["fp32", "out/fp32", "share_weights"])
     with pytest.raises(ValueError, match="not a SystemSpec option"):  # set by the position, not as an option
         ours_spec(["fp32", "out/fp32", "python=/usr/bin/python3"])
+    int8_cache = ours_spec(["int4", "out/int4", "layout=merged", "kv_cache=int8"])
+    assert (int8_cache.layout, int8_cache.kv_cache) == ("merged", "int8")
+    assert SystemSpec.from_json(int8_cache.to_json()) == int8_cache
 
     peer = peer_spec(["llama.cpp f32", "benchmarks.llama_cpp_system:LlamaCppSystem", "/venv/bin/python", "f32.gguf"])
     assert (peer.kind, peer.factory, peer.python, peer.folder) == (
@@ -266,3 +269,12 @@ def test_cpu_flags(tmp_path: Path) -> None:
     flags = cpu_flags(cpuinfo)
     assert flags["avx512_vnni"] and flags["avx2"] and not flags["amx_tile"]
     assert cpu_flags(tmp_path / "absent") == {}
+
+
+def test_serve_peers_pairs_take_serve_options() -> None:
+    from benchmarks.serve_peers import serve_options
+
+    assert serve_options(["kv-cache=int8", "max-batch=8"]) == ["--kv-cache", "int8", "--max-batch", "8"]
+    assert serve_options([]) == []
+    with pytest.raises(SystemExit, match="OPTION=VALUE"):
+        serve_options(["kv-cache"])
