@@ -97,3 +97,25 @@ def one_error_line(output: str) -> str:
     errors = [line for line in output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, output
     return errors[0]
+
+
+def serve_schedule(engine: Any, schedule: list[tuple[int, list[int], int]]) -> list[list[int]]:
+    """Drive a BatchEngine step by step: request i (``(step, prompt ids, new tokens)``) is submitted, greedy with
+    end-of-text ignored, once ``step`` steps have run; returns each request's tokens in order."""
+    from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
+    from gpt2_onnx_runtimes.generation import GenerationOptions
+
+    updates: list[list[Update]] = [[] for _ in schedule]
+    pending, step = list(range(len(schedule))), 0
+    while True:
+        for index in [i for i in pending if schedule[i][0] <= step]:
+            _, prompt, new = schedule[index]
+            spec = CompletionSpec(tuple(prompt), GenerationOptions(max_new_tokens=new, ignore_eos=True), None)
+            engine.submit(spec, updates[index].append)
+            pending.remove(index)
+        more = engine.step()
+        step += 1
+        if not more and not pending:
+            break
+        assert step < 1_000, "the engine never finished"
+    return [[u.token_id for u in got if isinstance(u, ChoiceUpdate)] for got in updates]

@@ -34,17 +34,37 @@ def _consumer_view(folder: Path) -> dict[str, Any]:
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest.pop("export")  # when, where and with which library versions: not what a consumer reads
     for file, record in manifest["files"].items():
-        if file.endswith(".onnx"):  # the graph bytes carry the export's id: compared by _same_graphs instead
+        # The graph bytes carry the export's id: compared by _same_graphs instead. golden.json's bytes carry the
+        # CPU's last digits of the source model's float64 logits (an AVX2-only EPYC wrote 3 bytes fewer than the
+        # AVX-512 one that made the committed file): its values are compared below, within _close's tolerance.
+        if file.endswith(".onnx") or file == "golden.json":
             record.pop("sha256")
             record.pop("size")
     golden = json.loads((folder / "golden.json").read_text())
     return {"manifest": manifest, "golden": golden, "files": sorted(p.name for p in folder.iterdir())}
 
 
+# golden.json's fields measured on the machine that made it: the float32 source model's own error against float64
+# and the fp32 rule's limit from it (gpt2_onnx_core.precisions.FP32_RULE). They follow the CPU's float32 kernels
+# (an AVX2-only EPYC measured 5 % more than the AVX-512 one that made the committed fixtures), so they are compared
+# within a factor of 2: the rule's factor of 4 is there for exactly that, and a stale exporter moves them far more.
+_MEASURED = ("logits_atol", "source_error")
+# Greedy margins (top-1 minus top-2 logit at each greedy step) move between CPUs: the fp32 fixture's by a few float32
+# ulps (1.4e-6 seen), the int4 expectations' by more deep into a run, where MatMulNBits' kernels (AVX2 against
+# AVX-512) have differed for several steps (0.014 of a 3.77 margin at step 13 seen). Compared within 1e-5 or 1 %:
+# far below the near-tie margin the consumers rely on (test_committed_greedy_steps_are_no_near_ties).
+_MARGINS_ATOL, _MARGINS_RTOL = 1e-5, 1e-2
+
+
 def _close(a: Any, b: Any, path: str = "") -> str | None:
-    """First place where a and b differ (floats within 1e-5 relative), or None."""
+    """First place where a and b differ (floats within 1e-5 relative; the measured limits within a factor of 2, the
+    greedy margins within 1e-5 or 1 %), or None."""
     if isinstance(a, float) and isinstance(b, float):
-        return None if math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) else f"{path}: {a} != {b}"
+        if path.rsplit(".", 1)[-1] in _MEASURED:
+            return None if 0.5 <= a / b <= 2.0 else f"{path}: {a} != {b} (beyond a factor of 2)"
+        margin = ".greedy_margins[" in path or ".margins[" in path
+        rtol, atol = (_MARGINS_RTOL, _MARGINS_ATOL) if margin else (1e-5, 1e-6)
+        return None if math.isclose(a, b, rel_tol=rtol, abs_tol=atol) else f"{path}: {a} != {b}"
     if isinstance(a, dict) and isinstance(b, dict):
         if a.keys() != b.keys():
             return f"{path}: keys {sorted(a)} != {sorted(b)}"

@@ -20,7 +20,6 @@ from gpt2_onnx_core.errors import InvalidInputError, RuntimeVersionError
 from gpt2_onnx_core.names import DECODE, present_name
 from gpt2_onnx_core.precisions import FP32_RULE
 from gpt2_onnx_exporters.reference import ReferenceModel
-from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generate import generate_ids
@@ -31,7 +30,7 @@ from gpt2_onnx_runtimes.kv_buffers import SharedKvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import invoke, load_graph, one_error_line
+from tests.helpers import invoke, load_graph, one_error_line, serve_schedule
 
 ON = RuntimeOptions(layout="merged", in_place_kv="on")
 OFF = RuntimeOptions(layout="merged", in_place_kv="off")
@@ -177,20 +176,7 @@ def test_serve_engine_equals_the_copying_path(tiny_export: Path) -> None:
     for runtime in (ON, OFF):
         engine = BatchEngine.load(tiny_export, runtime, EngineOptions(max_rows=8, trim_columns=1))
         assert engine.loaded.steps.in_place == (runtime is ON)
-        updates: list[list[Update]] = [[] for _ in schedule]
-        pending, step = list(range(len(schedule))), 0
-        while True:
-            for index in [i for i in pending if schedule[i][0] <= step]:
-                _, prompt, new = schedule[index]
-                spec = CompletionSpec(tuple(prompt), GenerationOptions(max_new_tokens=new, ignore_eos=True), None)
-                engine.submit(spec, updates[index].append)
-                pending.remove(index)
-            more = engine.step()
-            step += 1
-            if not more and not pending:
-                break
-            assert step < 1_000
-        results.append([[u.token_id for u in got if isinstance(u, ChoiceUpdate)] for got in updates])
+        results.append(serve_schedule(engine, schedule))
     assert results[0] == results[1]
     assert [len(tokens) for tokens in results[0]] == [new for _, _, new in schedule]
 

@@ -24,7 +24,6 @@ from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.layouts import kv_cache_format
 from gpt2_onnx_core.names import DECODE, KV_KINDS, past_name, past_names, present_name
 from gpt2_onnx_core.perplexity import plan_windows
-from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generate import generate_ids
@@ -44,7 +43,7 @@ from gpt2_onnx_runtimes.kv_scales import CHUNK, calibration_ids, default_calibra
 from gpt2_onnx_runtimes.perplexity import export_log_probs
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import invoke, load_graph, one_error_line
+from tests.helpers import invoke, load_graph, one_error_line, serve_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 PYDOCS = ROOT / "checkpoints" / "pydocs-tiny"
@@ -265,20 +264,7 @@ def test_the_serving_engine_runs_an_int8_running_batch(peaked_export: Path) -> N
     schedule = [(0, [15496], 9), (0, [464, 2068, 7586, 21831] * 5, 12), (2, [818, 257, 1049], 5)]
     engine = BatchEngine.load(peaked_export, INT8, EngineOptions(max_rows=8, trim_columns=1))
     assert engine.loaded.steps.cache_dtype == np.int8
-    updates: list[list[Update]] = [[] for _ in schedule]
-    pending, step = list(range(len(schedule))), 0
-    while True:
-        for index in [i for i in pending if schedule[i][0] <= step]:
-            _, prompt, new = schedule[index]
-            spec = CompletionSpec(tuple(prompt), GenerationOptions(max_new_tokens=new, ignore_eos=True), None)
-            engine.submit(spec, updates[index].append)
-            pending.remove(index)
-        more = engine.step()
-        step += 1
-        if not more and not pending:
-            break
-        assert step < 1_000
-    served = [[u.token_id for u in got if isinstance(u, ChoiceUpdate)] for got in updates]
+    served = serve_schedule(engine, schedule)
     alone = LoadedExport.load(peaked_export, INT8)
     for (_, prompt, new), tokens in zip(schedule, served, strict=True):
         expected = generate_ids(alone, [prompt], GenerationOptions(max_new_tokens=new, ignore_eos=True))[0]

@@ -8,7 +8,7 @@ are compared with that exact result, and each tensor's limit follows from the fl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,47 +148,54 @@ class ParitySuite:
         """A left-padded batch of prompts of different lengths, prefill then ``steps`` greedy decode steps: each
         row's logits equal that prompt run alone through the reference."""
         ids, mask = left_pad(prompts, 0)  # (B, T)
-        out = self.loaded.run(PREFILL, _feeds(ids, mask, position_ids(mask)))
-        generated: list[list[int]] = [[] for _ in prompts]
-        batch_logits = [out[LOGITS][:, -1]]  # per step (B, V)
-        for _ in range(steps):
-            chosen = batch_logits[-1].argmax(axis=-1)  # (B,)
-            for row, token in enumerate(chosen.tolist()):
-                generated[row].append(int(token))
-            mask = np.concatenate([mask, np.ones((len(prompts), 1), dtype=np.int64)], axis=1)  # (B, P + 1)
-            fed = chosen[:, None].astype(np.int64)
-            out = self.loaded.run(DECODE, _feeds(fed, mask, position_ids(mask)[:, -1:], self._as_past(out)))
-            batch_logits.append(out[LOGITS][:, -1])
-        for row, prompt in enumerate(prompts):
-            alone = np.array([[*prompt, *generated[row]]], dtype=np.int64)  # (1, T_row + steps)
-            ones = np.ones_like(alone)
-            ref = self._forward(alone, ones, position_ids(ones))
-            chose = slice(len(prompt) - 1, None)  # (1, steps + 1, V): the positions that chose tokens
-            actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
-            self._logits(f"padded batch row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
+        outputs = [self.loaded.run(PREFILL, _feeds(ids, mask, position_ids(mask)))]
+
+        def step(fed: np.ndarray, grown: np.ndarray) -> np.ndarray:
+            past = self._as_past(outputs[-1])
+            outputs.append(self.loaded.run(DECODE, _feeds(fed, grown, position_ids(grown)[:, -1:], past)))
+            return outputs[-1][LOGITS][:, -1]  # (B, V)
+
+        self._batch_rows("padded batch", prompts, mask, outputs[0][LOGITS][:, -1], step, steps)
 
     def generation_batch(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """As :meth:`padded_batch`, through generation's own steps: the runtime's KV cache runner over
         ``generation``'s session (IO binding, its cache buffers: an int8 cache where it was loaded with one)."""
-        runtime = self.generation or self.loaded
         ids, mask = left_pad(prompts, 0)  # (B, T)
-        runner = KvCacheRunner(runtime, capacity=ids.shape[1] + steps)
-        batch_logits = [runner.prefill(ids, mask, position_ids(mask))]  # per step (B, V)
+        runner = KvCacheRunner(self.generation or self.loaded, capacity=ids.shape[1] + steps)
+        first = runner.prefill(ids, mask, position_ids(mask))  # (B, V)
+
+        def step(fed: np.ndarray, grown: np.ndarray) -> np.ndarray:
+            return runner.decode(fed, grown, position_ids(grown)[:, -1:])  # (B, V)
+
+        self._batch_rows("generation", prompts, mask, first, step, steps)
+
+    def _batch_rows(
+        self,
+        label: str,
+        prompts: Sequence[Sequence[int]],
+        mask: np.ndarray,
+        first: np.ndarray,
+        step: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        steps: int,
+    ) -> None:
+        """Greedy ``steps`` after a left-padded batch's first logits ``first`` (B, V), each through ``step(tokens
+        (B, 1), mask (B, P + 1))``; then each row's logits against that prompt and its tokens run alone through the
+        reference."""
         generated: list[list[int]] = [[] for _ in prompts]
+        batch_logits = [first]  # per step (B, V)
         for _ in range(steps):
             chosen = batch_logits[-1].argmax(axis=-1)  # (B,)
             for row, token in enumerate(chosen.tolist()):
                 generated[row].append(int(token))
             mask = np.concatenate([mask, np.ones((len(prompts), 1), dtype=np.int64)], axis=1)  # (B, P + 1)
-            fed = chosen[:, None].astype(np.int64)  # (B, 1)
-            batch_logits.append(runner.decode(fed, mask, position_ids(mask)[:, -1:]))
+            batch_logits.append(step(chosen[:, None].astype(np.int64), mask))
         for row, prompt in enumerate(prompts):
             alone = np.array([[*prompt, *generated[row]]], dtype=np.int64)  # (1, T_row + steps)
             ones = np.ones_like(alone)
             ref = self._forward(alone, ones, position_ids(ones))
             chose = slice(len(prompt) - 1, None)  # (1, steps + 1, V): the positions that chose tokens
             actual = np.stack([logits[row] for logits in batch_logits])[None]  # (1, steps + 1, V)
-            self._logits(f"generation row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
+            self._logits(f"{label} row {row} ({plural(len(prompt), 'token')})", actual, ref, chose)
 
     def free_running_greedy(self, prompts: Sequence[Sequence[int]], steps: int) -> None:
         """The runtime's own greedy generation (IO binding, batched, through ``generation``'s sessions) against

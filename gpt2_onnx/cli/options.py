@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS
 from gpt2_onnx_core.providers import PROVIDER_NAMES
 
 __all__ = [
@@ -71,6 +72,13 @@ def provider_option(help_text: str) -> Callable[[F], F]:
         envvar=PROVIDER_VARIABLE,
         show_envvar=True,
         help=help_text,
+    )
+
+
+def kv_cache_option(help_text: str) -> Callable[[F], F]:
+    """``--kv-cache float32|int8``: the KV cache's format (RuntimeOptions.kv_cache) on run, serve and verify."""
+    return click.option(
+        "--kv-cache", type=click.Choice(KV_CACHE_FORMATS), default="float32", show_default=True, help=help_text
     )
 
 

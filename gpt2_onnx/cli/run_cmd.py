@@ -13,12 +13,18 @@ import click
 from gpt2_onnx.cli.display import echo_json
 from gpt2_onnx.cli.generation_flags import FLAGS, generation_flags, given_options
 from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
-from gpt2_onnx.cli.options import json_option, provider_option, refuse_given, threads_option, verbose_option
+from gpt2_onnx.cli.options import (
+    json_option,
+    kv_cache_option,
+    provider_option,
+    refuse_given,
+    threads_option,
+    verbose_option,
+)
 from gpt2_onnx_core.compatibility import IN_PLACE_KV_MIN_ONNXRUNTIME
 from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_core.layouts import (
     IN_PLACE_KV_MODES,
-    KV_CACHE_FORMATS,
     SESSION_LAYOUTS,
     InPlaceKv,
     KvCacheFormat,
@@ -236,14 +242,10 @@ def _random_weights_note(manifest: Manifest) -> None:
     f"onnxruntime >= {IN_PLACE_KV_MIN_ONNXRUNTIME}), refused where that does not apply; off = decode.onnx's own "
     "attention, which copies the whole past every step; auto = on where it applies.",
 )
-@click.option(
-    "--kv-cache",
-    type=click.Choice(KV_CACHE_FORMATS),
-    default="float32",
-    show_default=True,
-    help="The KV cache's format: float32 (exact) or int8 (a quarter of the memory and bandwidth, written in place "
+@kv_cache_option(
+    "The KV cache's format: float32 (exact) or int8 (a quarter of the memory and bandwidth, written in place "
     "with per-channel scales measured on the export as it loads; changes the logits slightly: docs/performance.md "
-    "states the perplexity change).",
+    "states the perplexity change)."
 )
 @integrity_option
 @verbose_option

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpt2_onnx.cli.options import VERBOSE_KEY, provider_option, verbose_option
+from gpt2_onnx.cli.options import VERBOSE_KEY, kv_cache_option, provider_option, verbose_option
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx_core.interrupts import ignore_interrupts
-from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, KvCacheFormat
+from gpt2_onnx_core.layouts import KvCacheFormat
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
@@ -116,13 +116,9 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
 @click.option(
     "--max-batch", type=click.IntRange(min=1), default=MAX_BATCH_ROWS, show_default=True, help="Rows decoded together."
 )
-@click.option(
-    "--kv-cache",
-    type=click.Choice(KV_CACHE_FORMATS),
-    default="float32",
-    show_default=True,
-    help="The running batch's KV cache: float32 (exact) or int8 (a quarter of the memory, scales measured on the "
-    "export as each replica loads; CPU only; its perplexity change is in docs/performance.md).",
+@kv_cache_option(
+    "The running batch's KV cache: float32 (exact) or int8 (a quarter of the memory, scales measured on the "
+    "export as each replica loads; CPU only; its perplexity change is in docs/performance.md)."
 )
 @click.option(
     "--max-queue",

@@ -14,6 +14,7 @@ from gpt2_onnx.cli.options import (
     field_defaults,
     help_with,
     json_option,
+    kv_cache_option,
     perplexity_options,
     provider_option,
     refuse_window_without_text,
@@ -21,7 +22,7 @@ from gpt2_onnx.cli.options import (
     verbose_option,
 )
 from gpt2_onnx_core.errors import OutputPathError, ParityError
-from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, KvCacheFormat
+from gpt2_onnx_core.layouts import KvCacheFormat
 from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.precisions import PRECISIONS
 from gpt2_onnx_core.providers import ProviderName
@@ -71,13 +72,9 @@ def _perplexity_limits() -> str:
     default=None,
     help="Also write the JSON report to this file, whatever the verdict (--json prints it on stdout).",
 )
-@click.option(
-    "--kv-cache",
-    type=click.Choice(KV_CACHE_FORMATS),
-    default="float32",
-    show_default=True,
-    help="int8: also check generation over an int8 KV cache (run/serve --kv-cache int8), judged by the precision's "
-    "limits plus the cache's; with --perplexity, the export's perplexity is scored through it.",
+@kv_cache_option(
+    "int8: also check generation over an int8 KV cache (run/serve --kv-cache int8), judged by the precision's "
+    "limits plus the cache's; with --perplexity, the export's perplexity is scored through it."
 )
 @perplexity_options("the source model and the export")
 @verbose_option
