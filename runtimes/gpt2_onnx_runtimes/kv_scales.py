@@ -15,9 +15,10 @@ run of one chunk with placeholder scales gives rough scales, and the measuring r
 use the final ones. ``margin`` leaves headroom for text whose keys and values reach further than the calibration
 text's (beyond it a value is clipped to ±127); ``floor`` (a small fraction of the layer's largest) keeps a channel
 that stayed near zero on the calibration text from a scale that would clip everything it later sees. The default
-text (``data/kv_calibration.txt``, written for this project) mixes narrative, dialogue, technical prose, numbers, a
-list and Python code; a deployment may calibrate on its own text instead (``RuntimeOptions.kv_calibration``). It
-costs 1 + n_positions / CHUNK prefills of CHUNK tokens at load, and no second session.
+text (``kv_calibration.txt`` beside this module, written for this project) mixes narrative, dialogue, technical
+prose, numbers, a list and Python code; a deployment may calibrate on its own text instead
+(``RuntimeOptions.kv_calibration``). It costs 1 + n_positions / CHUNK prefills of CHUNK tokens at load, and no
+second session.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ _MIN_TOKENS = 64  # a calibration text shorter than this measures too little of 
 
 def default_calibration_text() -> str:
     """The text shipped with the runtime for calibrating an int8 cache."""
-    return resources.files("gpt2_onnx_runtimes").joinpath("data/kv_calibration.txt").read_text(encoding="utf-8")
+    return resources.files("gpt2_onnx_runtimes").joinpath("kv_calibration.txt").read_text(encoding="utf-8")
 
 
 def calibration_ids(encode: Callable[[str], Sequence[int]], text: str, n_positions: int) -> np.ndarray:
