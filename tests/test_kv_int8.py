@@ -37,7 +37,7 @@ from gpt2_onnx_runtimes.inplace_attention import (
     probe_names,
     scale_name,
 )
-from gpt2_onnx_runtimes.kv_buffers import BufferPool
+from gpt2_onnx_runtimes.kv_buffers import BufferPool, SharedKvBuffers
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.kv_scales import CHUNK, calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.perplexity import export_log_probs
@@ -322,3 +322,23 @@ def test_verify_checks_generation_over_the_int8_cache(pydocs_export: Path, tmp_p
     checks = [c["check"] for c in report["comparisons"] if c["check"].endswith("int8 KV cache")]
     assert len(checks) == 4 and any(check.startswith("generation row 1") for check in checks)
     assert report["perplexity"]["max_relative"] == pytest.approx(1e-4 + 1e-2) and report["perplexity"]["ok"]
+
+
+def test_beam_search_reorders_the_int8_cache(peaked_export: Path) -> None:
+    """The shared int8 buffer moves only the past's columns when beam search reorders its rows; beam search over it
+    runs end to end and keeps the float32 cache's leading tokens and scores on a peaked model (its later steps may
+    part at a near-tie between beams)."""
+    buffers = SharedKvBuffers(2, 2, 2, 8, 4, max_batch=4, dtype=np.int8)
+    past = np.random.default_rng(0).integers(-127, 128, size=(2, 2, 2, 5, 4)).astype(np.int8)  # (count, B, nh, P, hs)
+    buffers._tensors(2)[:, :, :, :5] = past
+    buffers.advance(5)
+    buffers.reorder(np.array([1, 1, 0]))
+    for index in range(2):
+        np.testing.assert_array_equal(buffers.past(index), past[index][[1, 1, 0]])
+    prompts = [[15496], [464, 2068, 7586, 21831, 18045], [818, 257, 1049]]
+    options = GenerationOptions(max_new_tokens=10, ignore_eos=True, num_beams=3, num_return_sequences=2)
+    found = generate_ids(LoadedExport.load(peaked_export, INT8), prompts, options)
+    expected = generate_ids(LoadedExport.load(peaked_export, FLOAT), prompts, options)
+    assert [(r.index, r.sequence) for r in found] == [(r.index, r.sequence) for r in expected]
+    assert [r.token_ids[:5] for r in found] == [r.token_ids[:5] for r in expected]
+    np.testing.assert_allclose([r.score for r in found], [r.score for r in expected], atol=0.05)
