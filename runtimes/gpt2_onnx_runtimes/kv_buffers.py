@@ -45,8 +45,8 @@ class BufferPool:
 
     :meth:`take` hands out the smallest free array of at least ``size`` elements of a dtype (float32; int8 for an
     int8 cache), or allocates one (the larger free one dropped, so the pool grows rather than piling up);
-    :meth:`give` returns it. At most ``keep`` arrays stay
-    free (two per concurrent generation are in use while it runs)."""
+    :meth:`give` returns it. At most ``keep`` arrays stay free (two per concurrent generation are in use while it
+    runs)."""
 
     def __init__(self, keep: int = 4) -> None:
         self._free: list[np.ndarray] = []
@@ -177,7 +177,7 @@ class SharedKvBuffers:
     present is ever copied. Half the memory of :class:`KvBuffers` in float32; an eighth in int8 (``dtype``, the
     cache of ``kv_cache`` 'int8').
 
-    Rows are ``n_head · capacity · head_dim`` floats apart, whatever the length; columns past ``length`` hold
+    Rows are ``n_head · capacity · head_dim`` elements apart, whatever the length; columns past ``length`` hold
     whatever the memory held (never read: the graph reads the first ``length + new`` of each row).
     """
 
