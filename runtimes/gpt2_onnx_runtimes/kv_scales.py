@@ -24,6 +24,7 @@ second session.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -63,33 +64,47 @@ def calibration_ids(encode: Callable[[str], Sequence[int]], text: str, n_positio
     return np.asarray([(ids * repeats)[:n_positions]], dtype=np.int64)  # (1, n_positions)
 
 
-def _probe(
-    session: ort.InferenceSession,
-    probes: Sequence[str],
-    dims: ModelDims,
-    constants: Mapping[str, ort.OrtValue],
-    scales: CacheScales,
-    ids: np.ndarray,
-    start: int,
-) -> list[np.ndarray]:
-    """One chunk ``ids`` (1, S) at positions ``start`` … from an empty past over an int8 cache of ``scales``: each
-    layer's new keys and values (1, S, d) in (layer, key/value) order."""
-    binding = session.io_binding()
-    binding.bind_cpu_input(INPUT_IDS, ids)
-    binding.bind_cpu_input(ATTENTION_MASK, np.ones_like(ids))  # (1, S)
-    binding.bind_cpu_input(POSITION_IDS, np.arange(start, start + ids.shape[1], dtype=np.int64)[None])  # (1, S)
-    empty = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.int8)  # (1, nh, 0, hs)
-    for name in past_names(dims.n_layer):
-        binding.bind_cpu_input(name, empty)
-    for name, value in scales.feeds().items():
-        binding.bind_cpu_input(name, value)  # (1, nh, 1, hs)
-    for name, value in constants.items():
-        binding.bind_ortvalue_input(name, value)  # the mapped embedding
-    for name in probes:
-        binding.bind_output(name, "cpu")
-    with onnxruntime_errors("the generation graph (calibrating the int8 KV cache)"):
-        session.run_with_iobinding(binding)
-    return [value.numpy() for value in binding.get_outputs()]
+@dataclass(frozen=True)
+class _Probe:
+    """The int8-cache generation session and what every calibration run binds besides the chunk and the scales:
+    its probe outputs, the model's dimensions and the constant inputs (the mapped embedding)."""
+
+    session: ort.InferenceSession
+    probes: Sequence[str]
+    dims: ModelDims
+    constants: Mapping[str, ort.OrtValue]
+
+    def run(self, scales: CacheScales, ids: np.ndarray, start: int) -> list[np.ndarray]:
+        """One chunk ``ids`` (1, S) at positions ``start`` … from an empty past over an int8 cache of ``scales``:
+        each layer's new keys and values (1, S, d) in (layer, key/value) order."""
+        dims = self.dims
+        binding = self.session.io_binding()
+        binding.bind_cpu_input(INPUT_IDS, ids)
+        binding.bind_cpu_input(ATTENTION_MASK, np.ones_like(ids))  # (1, S)
+        binding.bind_cpu_input(POSITION_IDS, np.arange(start, start + ids.shape[1], dtype=np.int64)[None])  # (1, S)
+        empty = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.int8)  # (1, nh, 0, hs)
+        for name in past_names(dims.n_layer):
+            binding.bind_cpu_input(name, empty)
+        for name, value in scales.feeds().items():
+            binding.bind_cpu_input(name, value)  # (1, nh, 1, hs)
+        for name, constant in self.constants.items():
+            binding.bind_ortvalue_input(name, constant)  # the mapped embedding
+        for name in self.probes:
+            binding.bind_output(name, "cpu")
+        with onnxruntime_errors("the generation graph (calibrating the int8 KV cache)"):
+            self.session.run_with_iobinding(binding)
+        return [value.numpy() for value in binding.get_outputs()]
+
+    def largest(self, scales: CacheScales, ids: np.ndarray) -> np.ndarray:
+        """Each layer's largest |key| and |value| per head and channel over ``ids`` in chunks: (2·L, nh, hs)."""
+        dims = self.dims
+        largest = np.zeros((2 * dims.n_layer, dims.n_head, dims.head_dim), dtype=np.float32)  # (2·L, nh, hs)
+        for start in range(0, ids.shape[1], CHUNK):
+            chunk = np.ascontiguousarray(ids[:, start : start + CHUNK])  # (1, S)
+            for index, values in enumerate(self.run(scales, chunk, start)):  # (1, S, d) each
+                heads = np.abs(values[0]).reshape(-1, dims.n_head, dims.head_dim)  # (S, nh, hs)
+                np.maximum(largest[index], heads.max(axis=0), out=largest[index])
+        return largest
 
 
 def measure_cache_scales(
@@ -107,33 +122,14 @@ def measure_cache_scales(
         raise InvalidInputError(f"the calibration margin must be >= 1, got {margin}")
     if len(probes) != 2 * dims.n_layer:
         raise InvalidInputError(f"{len(probes)} probes for {dims.n_layer} layers' keys and values")
-    shape = (dims.n_layer, dims.n_head, dims.head_dim)
-    rough = _scales(_largest(session, probes, dims, constants or {}, _placeholder(shape), ids[:, :CHUNK]), margin)
-    return _scales(_largest(session, probes, dims, constants or {}, rough, ids), margin)
+    probe = _Probe(session, probes, dims, constants or {})
+    rough = _scales(probe.largest(_placeholder((dims.n_layer, dims.n_head, dims.head_dim)), ids[:, :CHUNK]), margin)
+    return _scales(probe.largest(rough, ids), margin)
 
 
 def _placeholder(shape: tuple[int, int, int]) -> CacheScales:
     ones = np.ones(shape, dtype=np.float32)
     return CacheScales(key=ones, value=ones)
-
-
-def _largest(
-    session: ort.InferenceSession,
-    probes: Sequence[str],
-    dims: ModelDims,
-    constants: Mapping[str, ort.OrtValue],
-    scales: CacheScales,
-    ids: np.ndarray,
-) -> np.ndarray:
-    """Each layer's largest |key| and |value| per head and channel over ``ids`` in chunks: (2·L, nh, hs)."""
-    largest = np.zeros((2 * dims.n_layer, dims.n_head, dims.head_dim), dtype=np.float32)  # (2·L, nh, hs)
-    for start in range(0, ids.shape[1], CHUNK):
-        chunk = np.ascontiguousarray(ids[:, start : start + CHUNK])  # (1, S)
-        found = _probe(session, probes, dims, constants, scales, chunk, start)  # (1, S, d) each
-        for index, values in enumerate(found):
-            heads = np.abs(values[0]).reshape(-1, dims.n_head, dims.head_dim)  # (S, nh, hs)
-            np.maximum(largest[index], heads.max(axis=0), out=largest[index])
-    return largest
 
 
 def _scales(largest: np.ndarray, margin: float) -> CacheScales:
