@@ -138,6 +138,55 @@ def test_several_new_tokens_after_a_past(loaded_pair: tuple[LoadedExport, Loaded
         runner.decode(two[:, 4:], np.ones_like(two), position_ids(np.ones_like(two))[:, 4:])
 
 
+def test_a_long_prompt_in_chunks_computes_what_one_run_does(
+    variant: tuple[str, Path], loaded_pair: tuple[LoadedExport, LoadedExport]
+) -> None:
+    """RuntimeOptions.prefill_chunk: a 45-token prompt prefilled in runs of 8 (the last of 5), each after the cache
+    the runs before it wrote, gives the whole-prompt run's logits, cache and greedy steps; a padded batch runs
+    whole."""
+    chunked = LoadedExport.load(variant[1], replace(ON, prefill_chunk=8))
+    for batch in ("alone-45", "padded"):
+        prompts = BATCHES[batch]
+        capacity = max(map(len, prompts)) + STEPS
+        found, tokens = _steps(chunked, prompts, STEPS, capacity)
+        expected, expected_tokens = _steps(loaded_pair[0], prompts, STEPS, capacity)
+        np.testing.assert_array_equal(tokens, expected_tokens)
+        for step, (got, want) in enumerate(zip(found, expected, strict=True)):
+            np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max(), err_msg=f"{batch}, step {step}")
+    ids = np.array([LONG], dtype=np.int64)  # (1, 45)
+    ones = np.ones_like(ids)
+    runners = [KvCacheRunner(loaded, capacity=len(LONG)) for loaded in (chunked, loaded_pair[0])]
+    for runner in runners:
+        runner.prefill(ids, ones, position_ids(ones))
+        assert runner.past_length == len(LONG)
+    for got, want in zip(*(runner.past_arrays() for runner in runners), strict=True):  # (1, nh, 45, hs) each
+        np.testing.assert_allclose(got, want, atol=1e-5 * max(np.abs(want).max(), 1.0))
+
+
+def test_a_kept_binding_serves_the_next_generation_on_the_same_buffer(tiny_export: Path) -> None:
+    """The in-place cache's binding is kept per pooled buffer and batch: a second generation of the same size binds
+    nothing new and computes what the first did; another size binds anew; close() lets the bindings go."""
+    loaded = LoadedExport.load(tiny_export, ON)
+    prompts = BATCHES["alone-45"]
+    capacity = len(LONG) + STEPS
+    first, tokens = _steps(loaded, prompts, STEPS, capacity)
+    assert len(loaded.kv_bindings) == 1
+    again, again_tokens = _steps(loaded, prompts, STEPS, capacity)
+    assert len(loaded.kv_bindings) == 1  # the same buffer, bound once
+    np.testing.assert_array_equal(again_tokens, tokens)
+    for got, want in zip(again, first, strict=True):
+        np.testing.assert_array_equal(got, want)
+    _steps(loaded, prompts, STEPS, capacity + 8)
+    assert len(loaded.kv_bindings) == 2
+    loaded.close()
+    assert not len(loaded.kv_bindings)
+
+
+def test_prefill_chunk_is_checked() -> None:
+    with pytest.raises(InvalidInputError, match="prefill_chunk must be >= 0"):
+        RuntimeOptions(prefill_chunk=-1)
+
+
 def test_without_capacity_the_graph_concatenates(loaded_pair: tuple[LoadedExport, LoadedExport]) -> None:
     """The in-place graph bound to separate past and present (ONNX Runtime allocating each present) computes the
     same: serve's running batch binds it so."""

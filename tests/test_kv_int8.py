@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -238,6 +239,28 @@ def test_trained_logits_stay_close_to_the_float32_cache(pydocs_pair: tuple[Loade
     clear = top2[:, 1] - top2[:, 0] > 0.05
     assert np.array_equal(found.argmax(-1)[clear], expected.argmax(-1)[clear])
     assert not np.array_equal(found, expected)  # the cache really is quantized
+
+
+def test_a_prompt_in_chunks_writes_the_int8_cache_a_whole_prompt_writes(
+    pydocs_export: Path, pydocs_pair: tuple[LoadedExport, LoadedExport]
+) -> None:
+    """RuntimeOptions.prefill_chunk over the int8 cache: 100 prompt tokens in runs of 16, each after the int8 cache
+    the runs before it wrote, give the whole-prompt run's logits and cache (measured: equal)."""
+    whole = pydocs_pair[0]
+    chunked = LoadedExport.load(pydocs_export, replace(INT8, prefill_chunk=16))
+    assert whole.export is not None
+    text = (PYDOCS / "heldout.txt").read_text(encoding="utf-8")[:2000]
+    ids = np.array([whole.export.tokenizer.encode(text)[:100]], dtype=np.int64)  # (1, 100)
+    ones = np.ones_like(ids)
+    found = []
+    for loaded in (whole, chunked):
+        runner = KvCacheRunner(loaded, capacity=ids.shape[1])
+        found.append((runner.prefill(ids, ones, position_ids(ones)), runner.past_arrays()))  # (1, V), caches
+    (logits, cache), (chunked_logits, chunked_cache) = found
+    np.testing.assert_allclose(chunked_logits, logits, atol=1e-5 * np.abs(logits).max())
+    for got, want in zip(chunked_cache, cache, strict=True):  # (1, nh, 100, hs) int8 each
+        assert got.dtype == np.int8
+        assert np.abs(got.astype(np.int16) - want).max() <= 1
 
 
 def test_perplexity_through_the_int8_cache_moves_by_under_a_percent(

@@ -200,6 +200,7 @@ class SharedKvBuffers:
             pool = BufferPool(keep=0)
         flat = pool.take(count * size, dtype)
         self._buffer = flat[: count * size].reshape(count, size)  # (count, B·nh·C·hs)
+        self.address, self.size = self._buffer.ctypes.data, size  # what a kept binding of these tensors points at
         weakref.finalize(self, pool.give, [flat])
         self.length = 0  # positions in the past
 
@@ -219,9 +220,13 @@ class SharedKvBuffers:
 
     def bind_present(self, binding: ort.IOBinding, names: list[str], new: int) -> None:
         """Bind the same buffers as the outputs ``names``: the step writes columns ``length`` … ``length + new - 1``."""
+        self.check_room(new)
+        self._bind(binding.bind_output, names)
+
+    def check_room(self, new: int) -> None:
+        """Raise ValueError unless ``new`` more positions fit (before every step, whether bound again or not)."""
         if self.length + new > self.capacity:
             raise ValueError(f"the KV cache holds {self.capacity} positions; {self.length + new} asked for")
-        self._bind(binding.bind_output, names)
 
     def advance(self, new: int) -> None:
         """After a run: the positions just written join the past."""

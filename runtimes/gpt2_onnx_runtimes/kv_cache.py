@@ -13,6 +13,7 @@ positions only. Without ``capacity`` the same graph takes a past and returns a n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,7 +39,42 @@ if TYPE_CHECKING:
 
     from gpt2_onnx_runtimes.session import LoadedExport
 
-__all__ = ["KvCacheRunner"]
+__all__ = ["KeptBindings", "KvCacheRunner"]
+
+
+@dataclass(frozen=True)
+class _KeptBinding:
+    """An in-place cache's binding for one session and batch size, and the logits buffer (B, 1, V) it writes."""
+
+    session: ort.InferenceSession
+    batch: int
+    binding: ort.IOBinding
+    logits: np.ndarray
+
+
+class KeptBindings:
+    """The in-place cache's bindings of one loaded export, by session, buffer address, buffer size, batch and
+    dtype; the latest ``keep`` only. A binding found here points at the buffer its key names: the pool hands a
+    buffer to one generation at a time, so no two runners use one binding at once."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self._keep = keep
+        self._kept: dict[tuple[int, int, int, int, str], _KeptBinding] = {}
+
+    def get(self, key: tuple[int, int, int, int, str]) -> _KeptBinding | None:
+        return self._kept.get(key)
+
+    def put(self, key: tuple[int, int, int, int, str], kept: _KeptBinding) -> _KeptBinding:
+        self._kept[key] = kept
+        while len(self._kept) > self._keep:
+            self._kept.pop(next(iter(self._kept)), None)
+        return kept
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 class KvCacheRunner:
@@ -64,6 +100,7 @@ class KvCacheRunner:
         self._capacity = capacity if self._device == "cpu" else None
         self._buffers: KvBuffers | SharedKvBuffers | None = None
         self._max_batch = max_batch
+        self._kept: _KeptBinding | None = None
         self.past_length = 0
 
     @property
@@ -100,9 +137,25 @@ class KvCacheRunner:
         elif self._steps.prefill_takes_past:  # the merged graph: decode with an empty past
             dims = self._dims
             empty = np.zeros((batch, dims.n_head, 0, dims.head_dim), dtype=self._steps.cache_dtype)  # (B, nh, 0, hs)
-        logits = self._run(PREFILL, input_ids, attention_mask, position_ids, past=None, empty=empty)
-        self.past_length = input_ids.shape[1]
+        chunk = self._chunk(input_ids, attention_mask)
+        logits = self._run(
+            PREFILL, input_ids[:, :chunk], attention_mask[:, :chunk], position_ids[:, :chunk], None, empty
+        )
+        self.past_length = chunk
+        while self.past_length < input_ids.shape[1]:  # the rest of a long prompt, chunk by chunk, after the cache
+            start, end = self.past_length, self.past_length + chunk
+            logits = self.decode(input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end])
         return logits
+
+    def _chunk(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> int:
+        """How many prompt tokens one prefill run takes: ``RuntimeOptions.prefill_chunk`` where the cache is written
+        in place into the runtime's buffers and the prompt is one unpadded row (GroupQueryAttention takes several
+        new tokens after a past in a batch of one only); else the whole prompt."""
+        length, chunk = input_ids.shape[1], self._loaded.options.prefill_chunk
+        in_place = isinstance(self._buffers, SharedKvBuffers)
+        if chunk == 0 or length <= chunk or not in_place or input_ids.shape[0] != 1 or not attention_mask.all():
+            return length
+        return chunk
 
     def decode(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray) -> np.ndarray:
         """Feed new tokens (B, N) after the cached ones; returns the next-token logits of the last one, (B, V)."""
@@ -140,11 +193,64 @@ class KvCacheRunner:
         empty: np.ndarray | None = None,
     ) -> np.ndarray:
         session = self._steps.session(kind)
-        binding = session.io_binding()
+        new = input_ids.shape[1]
+        kept = self._kept_binding(session, self._buffers, new) if isinstance(self._buffers, SharedKvBuffers) else None
+        binding = kept.binding if kept is not None else self._new_binding(session, kind, past, empty, new)
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
         binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
         binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
-        buffers = self._buffers
+        with onnxruntime_errors(self._what(kind)):
+            session.run_with_iobinding(binding)
+        if self._buffers is not None:
+            self._buffers.advance(new)
+        if kept is not None:
+            return kept.logits[:, -1].copy()  # (B, V): the buffer is written again by the next step
+        outputs = binding.get_outputs()
+        if self._buffers is None:
+            self._past = list(outputs[1:])
+        return outputs[0].numpy()[:, -1]  # (B, V)
+
+    def _kept_binding(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> _KeptBinding:
+        """The in-place cache's binding, made once per buffer and batch size and kept (by the loaded export's
+        :class:`KeptBindings`, so that the next generation handed the same pooled buffer binds nothing): the
+        cache buffers are the same tensors at every step (past and present alike, (B, nh, C, hs)), as are the
+        constant inputs and the logits (the generation graph's are the last position's, (B, 1, V), however many
+        tokens go in), so a step binds only its tokens again and reads no outputs back from ONNX Runtime
+        (binding 2·L cache tensors and reading them back cost about as much host time as the rest of a step's
+        host work together)."""
+        buffers.check_room(new)
+        kept = self._kept
+        if kept is None or kept.session is not session or kept.batch != buffers.batch:
+            key = (id(session), buffers.address, buffers.size, buffers.batch, np.dtype(buffers.dtype).str)
+            kept = self._loaded.kv_bindings.get(key)
+            if kept is None or kept.session is not session:
+                kept = self._loaded.kv_bindings.put(key, self._bind_kept(session, buffers, new))
+            self._kept = kept
+        return kept
+
+    def _bind_kept(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> _KeptBinding:
+        binding = session.io_binding()
+        logits = np.empty((buffers.batch, 1, self._dims.vocab_size), dtype=np.float32)  # (B, 1, V)
+        binding.bind_output(LOGITS, "cpu", 0, np.float32, list(logits.shape), logits.ctypes.data)
+        buffers.bind_past(binding, self._past_names)
+        buffers.bind_present(binding, self._present_names, new)
+        for name, value in self._steps.constant_inputs.items():
+            binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d); an int8 cache's scales
+        return _KeptBinding(session, buffers.batch, binding, logits)
+
+    def _new_binding(
+        self,
+        session: ort.InferenceSession,
+        kind: GraphKind,
+        past: list[ort.OrtValue] | None,
+        empty: np.ndarray | None,
+        new: int,
+    ) -> ort.IOBinding:
+        """A binding of everything but the tokens, for one run: the cache in double buffers (which swap every
+        step), in ONNX Runtime's OrtValues, or an empty past."""
+        binding = session.io_binding()
+        binding.bind_output(LOGITS, "cpu")  # first: get_outputs() lists the outputs in the order bound; ONNX
+        buffers = self._buffers  # Runtime allocates the logits
         if buffers is not None:
             if kind == DECODE or self._steps.prefill_takes_past:
                 buffers.bind_past(binding, self._past_names)  # (B, nh, P, hs); P = 0 in a merged prefill
@@ -156,20 +262,12 @@ class KvCacheRunner:
                 binding.bind_cpu_input(name, empty)  # (B, nh, 0, hs): nothing to copy
         for name, value in self._steps.constant_inputs.items():
             binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d)
-        binding.bind_output(LOGITS, "cpu")  # the one output the host needs
         if buffers is not None:
-            buffers.bind_present(binding, self._present_names, input_ids.shape[1])  # (B, nh, P + N, hs)
+            buffers.bind_present(binding, self._present_names, new)  # (B, nh, P + N, hs)
         else:
             for name in self._present_names:
                 binding.bind_output(name, self._device, self._device_id)  # ONNX Runtime allocates on the device
-        with onnxruntime_errors(self._what(kind)):
-            session.run_with_iobinding(binding)
-        outputs = binding.get_outputs()
-        if buffers is not None:
-            buffers.advance(input_ids.shape[1])
-        else:
-            self._past = list(outputs[1:])
-        return outputs[0].numpy()[:, -1]  # (B, V)
+        return binding
 
     def _what(self, kind: GraphKind) -> str:
         if self._steps.prefill_takes_past:

@@ -57,6 +57,10 @@ class RuntimeOptions:
     kv_cache: KvCacheFormat = "float32"
     # int8 cache only: the text its scales are measured on (None: the runtime's own calibration text).
     kv_calibration: str | None = None
+    # The in-place cache only: a prompt of one row longer than this runs in chunks of this many tokens, each after
+    # the cache the chunks before it wrote, so that one run's activations (attention over the chunk's positions,
+    # the MLP) stay those of a chunk however long the prompt; the logits equal a whole-prompt run's. 0: one run.
+    prefill_chunk: int = 256
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -70,6 +74,10 @@ class RuntimeOptions:
         if self.kv_cache == "int8" and self.in_place_kv == "off":
             raise InvalidInputError(
                 "kv_cache 'int8' is written in place only; it cannot be used with in_place_kv 'off'"
+            )
+        if self.prefill_chunk < 0:
+            raise InvalidInputError(
+                f"prefill_chunk must be >= 0 (0: the whole prompt in one run), got {self.prefill_chunk}"
             )
         for name in ("intra_op_threads", "inter_op_threads"):
             value = getattr(self, name)
