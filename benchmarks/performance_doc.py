@@ -106,6 +106,13 @@ KINDS = (
         "`runtimes/gpt2_onnx_runtimes/kv_buffers.py`), interleaved in one process.",
     ),
     Kind(
+        "-ttft-inside",
+        "The host's share of the first token",
+        "`python benchmarks/ttft_overhead.py FOLDER ... --inside`: within each generation, its time to first token "
+        "and the time its graph's runs took (the session's run timed around it); the difference is what the runtime "
+        "adds around the graph (cache buffers, bindings, the first choice), without the noise of two separate calls.",
+    ),
+    Kind(
         "-decode-context",
         "Decode as the context grows",
         "`nice python benchmarks/decode_context.py --exports FOLDER`: decode ms/token after prompts of 128, 512 and "

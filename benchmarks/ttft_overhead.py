@@ -4,6 +4,12 @@
     .venv/bin/gpt2-onnx export --model random:gpt2 -o /tmp/g2
     .venv/bin/python benchmarks/ttft_overhead.py /tmp/g2 --rounds 40
     .venv/bin/python benchmarks/ttft_overhead.py OUT/fp32 OUT/int8 OUT/int4 --rounds 30   # the engine as it ships
+    .venv/bin/python benchmarks/ttft_overhead.py OUT/fp32 OUT/int8 OUT/int4 --inside --rounds 30
+
+``--inside``: the host's own share, measured inside each call: every folder's time to first token, and within that
+same call the time its graph runs took (the session's ``run_with_iobinding``, timed by a wrapper around the loaded
+session); their difference is what generation adds around the graph (the cache buffers, the bindings, the first
+choice), free of the round-to-round noise that a difference of two separate calls carries.
 
 With several folders, only "after" is measured, for each folder in turn within every round (one process, every
 export loaded), and the table gives each one's graph prefill, time to first token, and the difference paired per
@@ -18,10 +24,12 @@ figures say what they are measured on.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +111,65 @@ def measure_many(folders: list[Path], length: int, rounds: int, new_tokens: int)
     return found
 
 
+class _TimedSession:
+    """An ONNX Runtime session whose ``run_with_iobinding`` adds its wall time to :attr:`spent`; the rest is the
+    session's own."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.spent = 0.0
+
+    def run_with_iobinding(self, binding: Any, run_options: Any = None) -> None:
+        start = time.perf_counter()
+        self._session.run_with_iobinding(binding, run_options)
+        self.spent += time.perf_counter() - start
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def measure_inside(folders: list[Path], length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
+    """Per folder and round: the time to first token, and the graph's run time within that same call."""
+    loaded = {folder.name: LoadedExport.load(folder, RuntimeOptions(intra_op_threads=2)) for folder in folders}
+    timed = {}
+    for name, export in loaded.items():
+        steps = export.steps
+        timed[name] = _TimedSession(steps.prefill)
+        export._steps = dataclasses.replace(steps, prefill=timed[name], decode=timed[name])
+    vocab = next(iter(loaded.values())).manifest.dims.vocab_size
+    ids = np.random.default_rng(0).integers(0, vocab, (1, length))  # (1, T)
+    found: dict[str, dict[str, list[float]]] = {name: {"first_token": [], "graph": []} for name in loaded}
+    for number in range(rounds):
+        names = list(loaded) if number % 2 == 0 else list(loaded)[::-1]
+        for name in names:
+            _warm(loaded[name])
+            timed[name].spent = 0.0
+            found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
+            found[name]["graph"].append(timed[name].spent)
+    return found
+
+
+def report_inside(found: dict[str, dict[str, list[float]]], length: int, rounds: int) -> str:
+    lines = [
+        f"# Time to first token − the graph's own run, inside each call ({length}-token prompt)",
+        "",
+        f"CPU: {_cpu()}, 2 intra-op threads; the engine as it ships; {rounds} rounds, the exports alternating within "
+        "each round in one process, each timed generation after a short untimed one. Within every call: its time "
+        "to first token and the time its graph runs took (the session's run, timed around it); the difference is "
+        "what generation adds around the graph. Medians, and the largest of the rounds.",
+        "",
+        "| export | graph's run (ms) | time to first token (ms) | difference, median (ms) | difference, largest (ms) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, by in found.items():
+        diff = 1000.0 * (np.array(by["first_token"]) - np.array(by["graph"]))
+        lines.append(
+            f"| {name} | {1000 * np.median(by['graph']):.2f} | {1000 * np.median(by['first_token']):.2f} "
+            f"| {np.median(diff):+.3f} | {diff.max():+.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def report_many(found: dict[str, dict[str, list[float]]], length: int, rounds: int) -> str:
     lines = [
         f"# Time to first token − graph prefill by precision ({length}-token prompt, GPT-2-small sized export)",
@@ -160,15 +227,20 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument("--inside", action="store_true", help="the host's share measured inside each call")
     args = parser.parse_args()
-    if len(args.folders) == 1:
+    if args.inside:
+        found = measure_inside(args.folders, args.length, args.rounds, args.new_tokens)
+        text = report_inside(found, args.length, args.rounds)
+    elif len(args.folders) == 1:
         found = measure(args.folders[0], args.length, args.rounds, args.new_tokens)
         text = report(found, args.length, args.rounds, args.new_tokens)
     else:
         found = measure_many(args.folders, args.length, args.rounds, args.new_tokens)
         text = report_many(found, args.length, args.rounds)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(__file__).parent / "results" / f"{stamp}-ttft-overhead.md"
+    kind = "ttft-inside" if args.inside else "ttft-overhead"
+    out = Path(__file__).parent / "results" / f"{stamp}-{kind}.md"
     out.write_text(text)
     print(text)
     print(f"written: {out}")

@@ -9,10 +9,14 @@ both providers and both session layouts (:class:`StepSessions`), so the CPU test
 When the generation graph writes the cache in place (``StepSessions.in_place``) and the length is known, one
 buffer per cache tensor is both the past and the present (:class:`SharedKvBuffers`): a step writes its new
 positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
+Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk`` runs in chunks, each after
+the cache the ones before it wrote; and the binding of the buffers, the constant inputs and a logits buffer is made
+once and kept (:class:`KeptBindings`), so that a step binds only its tokens.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,18 +64,22 @@ class KeptBindings:
     def __init__(self, keep: int = 8) -> None:
         self._keep = keep
         self._kept: dict[tuple[int, int, int, int, str], _KeptBinding] = {}
+        self._lock = threading.Lock()  # generations on several threads share one loaded export
 
     def get(self, key: tuple[int, int, int, int, str]) -> _KeptBinding | None:
-        return self._kept.get(key)
+        with self._lock:
+            return self._kept.get(key)
 
     def put(self, key: tuple[int, int, int, int, str], kept: _KeptBinding) -> _KeptBinding:
-        self._kept[key] = kept
-        while len(self._kept) > self._keep:
-            self._kept.pop(next(iter(self._kept)), None)
+        with self._lock:
+            self._kept[key] = kept
+            while len(self._kept) > self._keep:
+                self._kept.pop(next(iter(self._kept)))
         return kept
 
     def clear(self) -> None:
-        self._kept.clear()
+        with self._lock:
+            self._kept.clear()
 
     def __len__(self) -> int:
         return len(self._kept)
