@@ -182,6 +182,22 @@ def test_a_kept_binding_serves_the_next_generation_on_the_same_buffer(tiny_expor
     assert not len(loaded.kv_bindings)
 
 
+def test_kept_bindings_tell_apart_caches_of_one_size_in_one_buffer(tiny_export: Path) -> None:
+    """A pooled buffer holds a cache of 2 rows × 10 positions, then one of 1 row × 20 (as many elements, the same
+    address): the second generation gets a binding of its own shape, and computes what a fresh load does."""
+    loaded = LoadedExport.load(tiny_export, ON)
+    ids = np.array([LONG[:8]], dtype=np.int64)  # (1, 8)
+    ones = np.ones_like(ids)
+    first = KvCacheRunner(loaded, capacity=10, max_batch=2)
+    first.prefill(ids, ones, position_ids(ones))
+    del first  # its buffer goes back to the pool
+    found, _ = _steps(loaded, [LONG[:8]], 12, capacity=20)  # 8 + 12 positions: beyond the first cache's 10
+    assert len(loaded.kv_bindings) == 2
+    expected, _ = _steps(LoadedExport.load(tiny_export, ON), [LONG[:8]], 12, capacity=20)
+    for got, want in zip(found, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_prefill_chunk_is_checked() -> None:
     with pytest.raises(InvalidInputError, match="prefill_chunk must be >= 0"):
         RuntimeOptions(prefill_chunk=-1)

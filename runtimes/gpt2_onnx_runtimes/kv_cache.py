@@ -11,13 +11,11 @@ buffer per cache tensor is both the past and the present (:class:`SharedKvBuffer
 positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
 Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk`` runs in chunks, each after
 the cache the ones before it wrote; and the binding of the buffers, the constant inputs and a logits buffer is made
-once and kept (:class:`KeptBindings`), so that a step binds only its tokens.
+once and kept (:class:`~gpt2_onnx_runtimes.kv_bindings.KeptBindings`), so that a step binds only its tokens.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +32,7 @@ from gpt2_onnx_core.names import (
     past_names,
     present_names,
 )
+from gpt2_onnx_runtimes.kv_bindings import KeptBinding, binding_key
 from gpt2_onnx_runtimes.kv_buffers import KvBuffers, SharedKvBuffers
 from gpt2_onnx_runtimes.kv_reorder import reorder_past
 from gpt2_onnx_runtimes.ort_sessions import onnxruntime_errors
@@ -43,46 +42,7 @@ if TYPE_CHECKING:
 
     from gpt2_onnx_runtimes.session import LoadedExport
 
-__all__ = ["KeptBindings", "KvCacheRunner"]
-
-
-@dataclass(frozen=True)
-class _KeptBinding:
-    """An in-place cache's binding for one session and batch size, and the logits buffer (B, 1, V) it writes."""
-
-    session: ort.InferenceSession
-    batch: int
-    binding: ort.IOBinding
-    logits: np.ndarray
-
-
-class KeptBindings:
-    """The in-place cache's bindings of one loaded export, by session, buffer address, buffer size, batch and
-    dtype; the latest ``keep`` only. A binding found here points at the buffer its key names: the pool hands a
-    buffer to one generation at a time, so no two runners use one binding at once."""
-
-    def __init__(self, keep: int = 8) -> None:
-        self._keep = keep
-        self._kept: dict[tuple[int, int, int, int, str], _KeptBinding] = {}
-        self._lock = threading.Lock()  # generations on several threads share one loaded export
-
-    def get(self, key: tuple[int, int, int, int, str]) -> _KeptBinding | None:
-        with self._lock:
-            return self._kept.get(key)
-
-    def put(self, key: tuple[int, int, int, int, str], kept: _KeptBinding) -> _KeptBinding:
-        with self._lock:
-            self._kept[key] = kept
-            while len(self._kept) > self._keep:
-                self._kept.pop(next(iter(self._kept)))
-        return kept
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-
-    def __len__(self) -> int:
-        return len(self._kept)
+__all__ = ["KvCacheRunner"]
 
 
 class KvCacheRunner:
@@ -108,7 +68,7 @@ class KvCacheRunner:
         self._capacity = capacity if self._device == "cpu" else None
         self._buffers: KvBuffers | SharedKvBuffers | None = None
         self._max_batch = max_batch
-        self._kept: _KeptBinding | None = None
+        self._kept: KeptBinding | None = None
         self.past_length = 0
 
     @property
@@ -218,7 +178,7 @@ class KvCacheRunner:
             self._past = list(outputs[1:])
         return outputs[0].numpy()[:, -1]  # (B, V)
 
-    def _kept_binding(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> _KeptBinding:
+    def _kept_binding(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> KeptBinding:
         """The in-place cache's binding, made once per buffer and batch size and kept (by the loaded export's
         :class:`KeptBindings`, so that the next generation handed the same pooled buffer binds nothing): the
         cache buffers are the same tensors at every step (past and present alike, (B, nh, C, hs)), as are the
@@ -229,14 +189,14 @@ class KvCacheRunner:
         buffers.check_room(new)
         kept = self._kept
         if kept is None or kept.session is not session or kept.batch != buffers.batch:
-            key = (id(session), buffers.address, buffers.size, buffers.batch, np.dtype(buffers.dtype).str)
+            key = binding_key(session, buffers)
             kept = self._loaded.kv_bindings.get(key)
             if kept is None or kept.session is not session:
                 kept = self._loaded.kv_bindings.put(key, self._bind_kept(session, buffers, new))
             self._kept = kept
         return kept
 
-    def _bind_kept(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> _KeptBinding:
+    def _bind_kept(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> KeptBinding:
         binding = session.io_binding()
         logits = np.empty((buffers.batch, 1, self._dims.vocab_size), dtype=np.float32)  # (B, 1, V)
         binding.bind_output(LOGITS, "cpu", 0, np.float32, list(logits.shape), logits.ctypes.data)
@@ -244,7 +204,7 @@ class KvCacheRunner:
         buffers.bind_present(binding, self._present_names, new)
         for name, value in self._steps.constant_inputs.items():
             binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d); an int8 cache's scales
-        return _KeptBinding(session, buffers.batch, binding, logits)
+        return KeptBinding(session, buffers.batch, binding, logits)
 
     def _new_binding(
         self,

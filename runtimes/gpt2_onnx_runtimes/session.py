@@ -43,8 +43,8 @@ from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
 from gpt2_onnx_runtimes.inplace_attention import in_place_graph, probe_names, refuse_in_place_split
+from gpt2_onnx_runtimes.kv_bindings import KeptBindings
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
-from gpt2_onnx_runtimes.kv_cache import KeptBindings
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
@@ -140,9 +140,7 @@ class LoadedExport:
         self.shared_weights = shared_weights  # sessions' initializers point into it: it must live as long
         self.export: ExportFolder | None = None  # the opened folder (tokenizer, defaults), set by open
         self.kv_pool = BufferPool()  # the CPU KV buffers, reused by every generation on this model
-        self.kv_bindings = (
-            KeptBindings()
-        )  # the in-place cache's bindings of those buffers (gpt2_onnx_runtimes.kv_cache)
+        self.kv_bindings = KeptBindings()  # the in-place cache's bindings of those buffers (see kv_bindings)
 
     @classmethod
     def load(cls, folder: str | Path, options: RuntimeOptions | None = None) -> LoadedExport:
