@@ -179,13 +179,13 @@ class KvCacheRunner:
         return outputs[0].numpy()[:, -1]  # (B, V)
 
     def _kept_binding(self, session: ort.InferenceSession, buffers: SharedKvBuffers, new: int) -> KeptBinding:
-        """The in-place cache's binding, made once per buffer and batch size and kept (by the loaded export's
-        :class:`KeptBindings`, so that the next generation handed the same pooled buffer binds nothing): the
-        cache buffers are the same tensors at every step (past and present alike, (B, nh, C, hs)), as are the
-        constant inputs and the logits (the generation graph's are the last position's, (B, 1, V), however many
-        tokens go in), so a step binds only its tokens again and reads no outputs back from ONNX Runtime
-        (binding 2·L cache tensors and reading them back cost about as much host time as the rest of a step's
-        host work together)."""
+        """The in-place cache's binding, made once per cache tensors (buffer, batch, capacity) and kept (by the loaded
+        export's :class:`KeptBindings`, so that the next generation handed the same pooled buffer binds
+        nothing): the cache buffers are the same tensors at every step (past and present alike, (B, nh, C, hs)),
+        as are the constant inputs and the logits (the generation graph's are the last position's, (B, 1, V),
+        however many tokens go in), so a step binds only its tokens again and reads no outputs back from ONNX
+        Runtime (binding 2·L cache tensors and reading them back cost about as much host time as the rest of a
+        step's host work together)."""
         buffers.check_room(new)
         kept = self._kept
         if kept is None or kept.session is not session or kept.batch != buffers.batch:
@@ -217,8 +217,8 @@ class KvCacheRunner:
         """A binding of everything but the tokens, for one run: the cache in double buffers (which swap every
         step), in ONNX Runtime's OrtValues, or an empty past."""
         binding = session.io_binding()
-        binding.bind_output(LOGITS, "cpu")  # first: get_outputs() lists the outputs in the order bound; ONNX
-        buffers = self._buffers  # Runtime allocates the logits
+        binding.bind_output(LOGITS, "cpu")  # ONNX Runtime allocates them; first: get_outputs() keeps binding order
+        buffers = self._buffers
         if buffers is not None:
             if kind == DECODE or self._steps.prefill_takes_past:
                 buffers.bind_past(binding, self._past_names)  # (B, nh, P, hs); P = 0 in a merged prefill
