@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,19 +96,28 @@ def measure(folder: Path, length: int, rounds: int, new_tokens: int) -> dict[str
     return found
 
 
-def measure_many(folders: list[Path], length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
-    """The engine as it ships ("after") on each export, the exports alternating within every round."""
+def _load_all(folders: list[Path], length: int) -> tuple[dict[str, LoadedExport], np.ndarray]:
+    """Every folder loaded as the engine ships, by name, and one random prompt (1, T) of their vocabulary."""
     loaded = {folder.name: LoadedExport.load(folder, RuntimeOptions(intra_op_threads=2)) for folder in folders}
     vocab = next(iter(loaded.values())).manifest.dims.vocab_size
-    ids = np.random.default_rng(0).integers(0, vocab, (1, length))  # (1, T)
-    found: dict[str, dict[str, list[float]]] = {name: {"prefill": [], "first_token": []} for name in loaded}
+    return loaded, np.random.default_rng(0).integers(0, vocab, (1, length))  # (1, T)
+
+
+def _alternating(names: list[str], rounds: int) -> Iterator[str]:
+    """``names`` in each round, in turn, the order reversed every other round."""
     for number in range(rounds):
-        names = list(loaded) if number % 2 == 0 else list(loaded)[::-1]
-        for name in names:
-            _warm(loaded[name])
-            found[name]["prefill"].append(_prefill_s(loaded[name], ids))
-            _warm(loaded[name])
-            found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
+        yield from names if number % 2 == 0 else names[::-1]
+
+
+def measure_many(folders: list[Path], length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
+    """The engine as it ships ("after") on each export, the exports alternating within every round."""
+    loaded, ids = _load_all(folders, length)
+    found: dict[str, dict[str, list[float]]] = {name: {"prefill": [], "first_token": []} for name in loaded}
+    for name in _alternating(list(loaded), rounds):
+        _warm(loaded[name])
+        found[name]["prefill"].append(_prefill_s(loaded[name], ids))
+        _warm(loaded[name])
+        found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
     return found
 
 
@@ -130,22 +140,18 @@ class _TimedSession:
 
 def measure_inside(folders: list[Path], length: int, rounds: int, new_tokens: int) -> dict[str, dict[str, list[float]]]:
     """Per folder and round: the time to first token, and the graph's run time within that same call."""
-    loaded = {folder.name: LoadedExport.load(folder, RuntimeOptions(intra_op_threads=2)) for folder in folders}
+    loaded, ids = _load_all(folders, length)
     timed = {}
     for name, export in loaded.items():
         steps = export.steps
         timed[name] = _TimedSession(steps.prefill)
         export._steps = dataclasses.replace(steps, prefill=timed[name], decode=timed[name])
-    vocab = next(iter(loaded.values())).manifest.dims.vocab_size
-    ids = np.random.default_rng(0).integers(0, vocab, (1, length))  # (1, T)
     found: dict[str, dict[str, list[float]]] = {name: {"first_token": [], "graph": []} for name in loaded}
-    for number in range(rounds):
-        names = list(loaded) if number % 2 == 0 else list(loaded)[::-1]
-        for name in names:
-            _warm(loaded[name])
-            timed[name].spent = 0.0
-            found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
-            found[name]["graph"].append(timed[name].spent)
+    for name in _alternating(list(loaded), rounds):
+        _warm(loaded[name])
+        timed[name].spent = 0.0
+        found[name]["first_token"].append(_first_token_s(loaded[name], ids, new_tokens))
+        found[name]["graph"].append(timed[name].spent)
     return found
 
 
@@ -161,12 +167,7 @@ def report_inside(found: dict[str, dict[str, list[float]]], length: int, rounds:
         "| export | graph's run (ms) | time to first token (ms) | difference, median (ms) | difference, largest (ms) |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, by in found.items():
-        diff = 1000.0 * (np.array(by["first_token"]) - np.array(by["graph"]))
-        lines.append(
-            f"| {name} | {1000 * np.median(by['graph']):.2f} | {1000 * np.median(by['first_token']):.2f} "
-            f"| {np.median(diff):+.3f} | {diff.max():+.3f} |"
-        )
+    lines += _difference_rows(found, "graph", lambda diff: f"{diff.max():+.3f}", 3)
     return "\n".join(lines) + "\n"
 
 
@@ -182,14 +183,28 @@ def report_many(found: dict[str, dict[str, list[float]]], length: int, rounds: i
         "| export | graph prefill (ms) | time to first token (ms) | difference, paired (ms) | middle half (ms) |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, by in found.items():
-        diff = 1000.0 * (np.array(by["first_token"]) - np.array(by["prefill"]))
-        low, high = np.percentile(diff, [25, 75])
-        lines.append(
-            f"| {name} | {1000 * np.median(by['prefill']):.2f} | {1000 * np.median(by['first_token']):.2f} "
-            f"| {np.median(diff):+.2f} | {low:+.2f} … {high:+.2f} |"
-        )
+    lines += _difference_rows(found, "prefill", _middle_half, 2)
     return "\n".join(lines) + "\n"
+
+
+def _middle_half(diff: np.ndarray) -> str:
+    low, high = np.percentile(diff, [25, 75])
+    return f"{low:+.2f} … {high:+.2f}"
+
+
+def _difference_rows(
+    found: dict[str, dict[str, list[float]]], base: str, spread: Callable[[np.ndarray], str], digits: int
+) -> list[str]:
+    """One table row per export: the median of ``base`` and of the time to first token, and their difference paired
+    per round (median, then ``spread`` of the rounds), in ms."""
+    rows = []
+    for name, by in found.items():
+        diff = 1000.0 * (np.array(by["first_token"]) - np.array(by[base]))
+        rows.append(
+            f"| {name} | {1000 * np.median(by[base]):.2f} | {1000 * np.median(by['first_token']):.2f} "
+            f"| {np.median(diff):+.{digits}f} | {spread(diff)} |"
+        )
+    return rows
 
 
 def _cpu() -> str:
