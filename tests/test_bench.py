@@ -391,3 +391,11 @@ def test_bench_table_states_the_direction_of_every_row(tiny_export: Path) -> Non
     assert timed and all((" lower " in line) or (" higher " in line) for line in timed)
     assert "round 1/2, time left known after this round" in result.stderr
     assert "round 2/2, about " in result.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [("kv_cache", "int4"), ("layout", "both")])
+def test_a_system_spec_refuses_an_unknown_cache_or_layout_when_made(field: str, value: str) -> None:
+    with pytest.raises(OptionError, match=f"must be one of .*got '{value}'"):
+        SystemSpec("onnx", "x", folder="f", **{field: value})  # type: ignore[arg-type]
+    with pytest.raises(OptionError, match=f"got '{value}'"):
+        SystemSpec.from_json({"kind": "onnx", "label": "x", field: value})

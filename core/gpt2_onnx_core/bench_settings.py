@@ -124,10 +124,13 @@ class SystemSpec:
     factory: str | None = None
     python: str | None = None  # the worker's interpreter (another virtual environment); None: this one
 
+    def __post_init__(self) -> None:
+        session_layout(self.layout)  # OptionError naming the choices, here rather than when the system loads
+        kv_cache_format(self.kv_cache)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SystemSpec:
-        layout = session_layout(data.get("layout", "auto"))
-        return cls(**{**data, "layout": layout, "kv_cache": kv_cache_format(data.get("kv_cache", "float32"))})
+        return cls(**data)
