@@ -180,6 +180,20 @@ def test_calibration_covers_every_position_and_refuses_a_short_text(pydocs_expor
         calibration_ids(export.tokenizer.encode, "Too short.", n_positions)
 
 
+def test_calibration_keeps_no_tokenizer_a_folder_had_not_loaded(pydocs_export: Path) -> None:
+    """A folder run by ids (a benchmark, an application that tokenizes for itself) does not keep the vocabulary
+    resident for the calibration text; one whose tokenizer is in use encodes with it."""
+    export = ExportFolder.open(pydocs_export)
+    text = default_calibration_text()
+    ids = export.encode_once(text)
+    assert "tokenizer" not in vars(export)
+    assert ids == export.tokenizer.encode(text)
+    loaded = export.tokenizer
+    assert export.encode_once(text) == ids and export.tokenizer is loaded
+    model = LoadedExport.open(ExportFolder.open(pydocs_export), RuntimeOptions(kv_cache="int8"))
+    assert "tokenizer" not in vars(model.export)
+
+
 def test_measured_scales_hold_the_calibration_text_without_clipping(pydocs_export: Path) -> None:
     """Every key and value the float32 cache holds for the same chunk (decode.onnx's presents) fits its channel's
     int8 range with room to spare: the probes, measured over an int8 cache, differ from them by far less than the

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
-from gpt2_onnx_runtimes.mapped_pages import _private_ranges, page_out_private_maps
+from gpt2_onnx_runtimes.mapped_pages import _private_ranges, page_out_private_maps, release_free_heap
 
 MAPS = """\
 7f65df178000-7f65df1ae000 rw-p 0411c000 fe:00 5432259                    {weights}
@@ -44,3 +45,21 @@ def test_generation_is_unchanged_after_the_pages_go(shared_export: Callable[...,
 def test_elsewhere_nothing_happens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     assert page_out_private_maps(tmp_path / "model.onnx.data") == 0
+
+
+def test_freed_heap_pages_go_back_to_the_kernel() -> None:
+    """Many small blocks freed out of order leave whole free pages inside glibc's heap, below blocks still held:
+    ``free`` keeps them, ``malloc_trim`` hands them back."""
+    if not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "malloc_trim"):
+        pytest.skip("glibc's malloc_trim only")
+    kept = [bytearray(2048) for _ in range(20_000)]  # ~40 MiB of heap blocks, below the mmap threshold
+    del kept[:-1]  # all but the last: the free pages lie below a block in use, so free() cannot shrink the heap
+    assert release_free_heap()
+
+
+def test_no_malloc_trim_means_nothing_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(_name: object) -> object:
+        raise OSError("no C library")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert release_free_heap() is False

@@ -47,5 +47,13 @@ class ExportFolder:
     def tokenizer(self) -> TextTokenizer:
         return TextTokenizer(self.path / TOKENIZER_FILE)
 
+    def encode_once(self, text: str) -> list[int]:
+        """``text``'s ids with the folder's tokenizer, which stays loaded only if it already was: a folder run by
+        ids (a benchmark, an application that tokenizes for itself) does not keep GPT-2's vocabulary, about 30 MiB,
+        resident for one text (the int8 cache's calibration)."""
+        if "tokenizer" in vars(self):  # cached_property's slot: already read
+            return self.tokenizer.encode(text)
+        return TextTokenizer(self.path / TOKENIZER_FILE).encode(text)
+
     def __repr__(self) -> str:
         return f"ExportFolder({str(self.path)!r})"

@@ -9,6 +9,11 @@ embedding rows a lookup touches, the tensors no kernel prepacked), and a page ON
 written out, not dropped. Maps that are not ONNX Runtime's (the runtime's own shared, read-only map of the
 embedding, ``r--s``) are left alone. Linux 5.4 and newer; elsewhere, or where the kernel refuses, nothing happens.
 ``benchmarks/peers_side_by_side.sh`` measures the peak RSS it saves (docs/performance.md).
+
+:func:`release_free_heap` hands back the other memory a load leaves resident without use: the heap pages that the
+graph's parsing, its rewrites and the session's optimizers (and the int8 cache's calibration) freed. glibc's
+``free`` keeps such pages in its arenas unless they are at the top of the heap; ``malloc_trim(0)`` returns every
+whole free page to the kernel. Elsewhere (another C library, another platform) nothing happens.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
-__all__ = ["page_out_private_maps"]
+__all__ = ["page_out_private_maps", "release_free_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +62,16 @@ def page_out_private_maps(path: Path) -> int:
             break
         advised += end - start
     return advised
+
+
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the kernel (glibc's ``malloc_trim(0)``); True when some were returned,
+    False when none were or there is no such call. It walks the heap's free lists (milliseconds): for use after
+    a load, not per step."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return bool(trim(0))

@@ -46,7 +46,7 @@ from gpt2_onnx_runtimes.inplace_attention import in_place_graph, probe_names, re
 from gpt2_onnx_runtimes.kv_bindings import KeptBindings
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
-from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps
+from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps, release_free_heap
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
@@ -166,6 +166,7 @@ class LoadedExport:
         if loaded is None:
             loaded = cls._split(folder, manifest, options, graphs)
         loaded.export = export
+        release_free_heap()  # what parsing, rewriting and optimizing the graphs freed (gpt2_onnx_runtimes.mapped_pages)
         return loaded
 
     @classmethod
@@ -232,7 +233,8 @@ class LoadedExport:
 
         dims = export.manifest.dims
         text = options.kv_calibration if options.kv_calibration is not None else default_calibration_text()
-        ids = calibration_ids(export.tokenizer.encode, text, dims.n_positions)  # (1, n_positions)
+        ids = calibration_ids(export.encode_once, text, dims.n_positions)  # (1, n_positions)
+        release_free_heap()  # the tokenizer that encode_once let go, before calibration's runs allocate after it
         scales = measure_cache_scales(session, probes, dims, ids, constants)
         return {name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in scales.feeds().items()}
 
