@@ -29,7 +29,6 @@ import itertools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +39,8 @@ import numpy as np
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads its OpenMP runtime (see the docstring)
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
+
+from peers_report import cpu_line  # noqa: E402  # benchmarks/, beside this script
 
 from gpt2_onnx_core.bench_protocol import GenerationTiming  # noqa: E402  # after the path
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
@@ -113,11 +114,6 @@ def measure(chosen: dict[str, Generate], contexts: list[int], rounds: int, new_t
     return found
 
 
-def _cpu() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
-
-
 def _versions() -> str:
     import onnxruntime
     import torch
@@ -182,7 +178,7 @@ def main() -> None:
         "threads": args.threads,
         "new_tokens": args.new_tokens,
         "rounds": args.rounds,
-        "cpu": _cpu(),
+        "cpu": cpu_line(),
         "machine": platform.machine(),
         "versions": _versions(),
         "load": f"{load:.1f}",

@@ -19,6 +19,7 @@ figure over the baseline's of the same round), as ``gpt2_onnx.app.bench.report``
 from __future__ import annotations
 
 import os
+import platform
 import resource
 import typing
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "CPU_FLAGS",
     "agreement",
     "cpu_flags",
+    "cpu_line",
     "cpu_seconds",
     "figures",
     "first_split",
@@ -216,6 +218,25 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, bool]:
             present = set(line.split(":", 1)[1].split())
             return {flag: flag in present for flag in CPU_FLAGS}
     return {}
+
+
+def cpu_line(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name with the :data:`CPU_FLAGS` it has and lacks, for a report's one line on where it ran:
+    two machines of one model name may differ in what their kernels can use (AVX2 only against AVX-512 VNNI)."""
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in (cpuinfo.read_text(errors="replace").splitlines() if cpuinfo.is_file() else [])
+            if line.startswith("model name")
+        ),
+        platform.processor() or platform.machine() or "?",
+    )
+    flags = cpu_flags(cpuinfo)
+    if not flags:
+        return name
+    have = ", ".join(flag for flag, present in flags.items() if present) or "none of them"
+    lack = ", ".join(flag for flag, present in flags.items() if not present) or "none"
+    return f"{name} (has {have}; lacks {lack})"
 
 
 def cpu_seconds(stat: Path = Path("/proc/stat")) -> dict[str, float]:

@@ -17,7 +17,8 @@
 # Arguments go to benchmarks/peers_side_by_side.py: more gpt2-onnx systems as --ours LABEL FOLDER [FIELD=VALUE ...]
 # (any SystemSpec field: the runtime options of the bench's ONNX path), more peers as --peer.
 # Steps: (1) the peers' venvs; (2) random:gpt2 seed 0 saved as a safetensors checkpoint; (3) converted by
-# `gpt2-onnx export` (fp32, int8, int4, and int4 with --block-size 128), `optimum-cli export openvino` (fp32, int8, int4), llama.cpp's
+# `gpt2-onnx export` (fp32, int8, int4, int4 with --block-size 128 and int8 with --matmul-kernel dynamic),
+# `optimum-cli export openvino` (fp32, int8, int4), llama.cpp's
 # convert_hf_to_gguf.py + llama-quantize (f32, q8_0, q4_0) and ct2-transformers-converter (float32, int8, and
 # int16 where the CPU computes it); (4) the token check, the run, the table.
 set -euo pipefail
@@ -56,13 +57,18 @@ done_or_partial() {
 
 # (3) The exports; each is written to NAME.partial and renamed when complete.
 systems=()
-for variant in fp32 int8 int4 int4-b128; do  # int4-b128: the explicit fast option, --block-size 128
+# int4-b128 and int8-dynamic: the explicit options --block-size 128 and --matmul-kernel dynamic
+for variant in fp32 int8 int4 int4-b128 int8-dynamic; do
   dir=$OUT/gpt2-onnx-$variant
   if [ ! -f "$dir/manifest.json" ]; then
-    precision=${variant%-b128}
-    block=$([ "$variant" = int4-b128 ] && echo "--block-size 128" || true)
+    precision=${variant%%-*}
+    case $variant in
+      int4-b128) extra="--block-size 128" ;;
+      int8-dynamic) extra="--matmul-kernel dynamic" ;;
+      *) extra="" ;;
+    esac
     # shellcheck disable=SC2086  # the option is two words on purpose
-    "$PYTHON" -m gpt2_onnx export --model "$CKPT" -o "$dir" --precision "$precision" --force $block
+    "$PYTHON" -m gpt2_onnx export --model "$CKPT" -o "$dir" --precision "$precision" --force $extra
   fi
 done
 if [ "$OURS_DEFAULTS" = 1 ]; then
@@ -71,6 +77,7 @@ if [ "$OURS_DEFAULTS" = 1 ]; then
   systems+=(--ours "gpt2-onnx int8" "$OUT/gpt2-onnx-int8")
   systems+=(--ours "gpt2-onnx int4" "$OUT/gpt2-onnx-int4")
   systems+=(--ours "gpt2-onnx int4, --block-size 128" "$OUT/gpt2-onnx-int4-b128")
+  systems+=(--ours "gpt2-onnx int8, --matmul-kernel dynamic" "$OUT/gpt2-onnx-int8-dynamic")
   if [ "${KV_INT8:-1}" = 1 ]; then  # the lossy option of the KV cache (run/serve --kv-cache int8): 0 leaves it out
     systems+=(--ours "gpt2-onnx int8, --kv-cache int8" "$OUT/gpt2-onnx-int8" layout=merged kv_cache=int8)
     systems+=(--ours "gpt2-onnx int4, --kv-cache int8" "$OUT/gpt2-onnx-int4" layout=merged kv_cache=int8)

@@ -83,7 +83,9 @@ KINDS = (
         "The serving batch's KV cache",
         "`python benchmarks/batch_cache.py FOLDER`: the serving engine's running batch with its KV cache copied into "
         "a new present every step (as before) against written in place (`InPlaceCache` in "
-        "`runtimes/gpt2_onnx_runtimes/batch_cache.py`), the same requests, interleaved in one process.",
+        "`runtimes/gpt2_onnx_runtimes/batch_cache.py`), the same requests, interleaved in one process. Runs from "
+        "2026-12-02 18:00 UTC on add a third row: in place with the step's binding kept between changes of the batch "
+        "(a step binds only its tokens, mask and positions), the engine as it ships since.",
     ),
     Kind(
         "-optimum",
@@ -111,6 +113,14 @@ KINDS = (
         "`python benchmarks/ttft_overhead.py FOLDER ... --inside`: within each generation, its time to first token "
         "and the time its graph's runs took (the session's run timed around it); the difference is what the runtime "
         "adds around the graph (cache buffers, bindings, the first choice), without the noise of two separate calls.",
+    ),
+    Kind(
+        "-prefill-chunk",
+        "A long prompt's prefill chunk",
+        "`python benchmarks/prefill_chunk.py FOLDER ... --chunks 64 128 256`: a 1,000-token prompt prefilled in "
+        "chunks of each size (`RuntimeOptions(prefill_chunk=N)`), each configuration in a fresh process: time to "
+        "first token, decode ms/token after it, and the process's peak RSS. The default chunk (256 with a float32 "
+        "cache, 128 with the int8 one) was chosen from these figures.",
     ),
     Kind(
         "-decode-context",
@@ -152,15 +162,11 @@ def render() -> str:
         if body.startswith("#"):  # the table script's own title: ours replaces it
             body = body.split("\n", 1)[1].strip() if "\n" in body else ""
         stamp = path.name.split(kind.suffix)[0]
-        lines += [
-            f"## {kind.title}",
-            "",
-            f"{kind.how} Run {stamp}: [{path.name}](../benchmarks/results/{path.name}),",
-            f"[{path.stem}.json](../benchmarks/results/{path.stem}.json).",
-            "",
-            body,
-            "",
-        ]
+        raw = path.with_suffix(".json")
+        links = f"[{path.name}](../benchmarks/results/{path.name})"
+        if raw.is_file():  # the raw figures beside the table, where the script writes them
+            links += f",\n[{raw.name}](../benchmarks/results/{raw.name})"
+        lines += [f"## {kind.title}", "", f"{kind.how} Run {stamp}: {links}.", "", body, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from peers_report import cpu_line  # benchmarks/, beside this script
 
 from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_runtimes.decoding import TokenChooser, new_rows
@@ -159,9 +159,9 @@ def report_inside(found: dict[str, dict[str, list[float]]], length: int, rounds:
     lines = [
         f"# Time to first token − the graph's own run, inside each call ({length}-token prompt)",
         "",
-        f"CPU: {_cpu()}, 2 intra-op threads; the engine as it ships; {rounds} rounds, the exports alternating within "
-        "each round in one process, each timed generation after a short untimed one. Within every call: its time "
-        "to first token and the time its graph runs took (the session's run, timed around it); the difference is "
+        f"CPU: {cpu_line()}, 2 intra-op threads; the engine as it ships; {rounds} rounds, the exports alternating "
+        "within each round in one process, each timed generation after a short untimed one. Within every call: its "
+        "time to first token and the time its graph runs took (the session's run, timed around it); the difference is "
         "what generation adds around the graph. Medians, and the largest of the rounds.",
         "",
         "| export | graph's run (ms) | time to first token (ms) | difference, median (ms) | difference, largest (ms) |",
@@ -175,8 +175,8 @@ def report_many(found: dict[str, dict[str, list[float]]], length: int, rounds: i
     lines = [
         f"# Time to first token − graph prefill by precision ({length}-token prompt, GPT-2-small sized export)",
         "",
-        f"CPU: {_cpu()}, 2 intra-op threads; the engine as it ships (KV buffers kept per model, the cache written in "
-        f"place); {rounds} rounds, the exports alternating within each round in one process, each timed call after "
+        f"CPU: {cpu_line()}, 2 intra-op threads; the engine as it ships (KV buffers kept per model, the cache written "
+        f"in place); {rounds} rounds, the exports alternating within each round in one process, each timed call after "
         "a short untimed generation. The difference is paired per round (each round's time to first token minus "
         "that round's prefill), then the median, with the middle half of the rounds beside it.",
         "",
@@ -207,18 +207,13 @@ def _difference_rows(
     return rows
 
 
-def _cpu() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
-
-
 def report(found: dict[str, dict[str, list[float]]], length: int, rounds: int, new_tokens: int) -> str:
     med = {m: {k: 1000.0 * float(np.median(v)) for k, v in found[m].items()} for m in MODES}
     over = {m: med[m]["first_token"] - med[m]["prefill"] for m in MODES}
     lines = [
         f"# Time to first token − graph prefill ({length}-token prompt, GPT-2-small sized random export)",
         "",
-        f"CPU: {_cpu()}, 2 intra-op threads; {rounds} rounds interleaved before/after in one process, medians. "
+        f"CPU: {cpu_line()}, 2 intra-op threads; {rounds} rounds interleaved before/after in one process, medians. "
         "The machine was shared with other work while this ran: read the figures as this run's, not as absolutes.",
         "",
         "| | before (fresh buffers per request) | after (buffers kept per model) |",

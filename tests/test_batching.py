@@ -95,6 +95,31 @@ def test_joining_and_leaving_rows_get_what_they_get_alone(model: Gpt2Onnx, engin
     assert engine.stats().rows == 0
 
 
+def test_a_step_binds_only_its_tokens_while_the_batch_keeps_its_shape(
+    model: Gpt2Onnx, tiny_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-place batch binds its cache, constants and logits buffer once and keeps the binding until a join, a
+    leave, a trim or a layout changes what it points at; every step's logprobs are those of binding each step
+    anew, bit for bit."""
+    schedule = [(at, spec(model, PROMPTS[p], new, logprobs=2)) for at, p, new, _ in SCHEDULES["after-a-leave"]]
+    binds = []
+    real_bind = RunningBatch._bind
+
+    def counted(self: RunningBatch, *args: Any, **kwargs: Any) -> Any:
+        binds.append(self.rows)
+        return real_bind(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunningBatch, "_bind", counted)
+    kept = drive(BatchEngine.load(tiny_export, options=EngineOptions(max_rows=8, trim_columns=1)), schedule)
+    steps = max(len(updates) for updates in kept)
+    assert 1 < len(binds) < steps / 2, f"{len(binds)} bindings over {steps} steps"
+    monkeypatch.setattr(RunningBatch, "_kept_binding", lambda *_: None)
+    fresh = drive(BatchEngine.load(tiny_export, options=EngineOptions(max_rows=8, trim_columns=1)), schedule)
+    assert kept == fresh
+    for (_, s), updates in zip(schedule, kept, strict=True):
+        assert tokens(updates) == alone(model, s).token_ids
+
+
 @pytest.mark.parametrize("name", ["longer-joins", "after-a-leave"])
 def test_the_copied_cache_gets_what_generation_gets_on_decode_onnx_graph(tiny_export: Path, name: str) -> None:
     """With the in-place cache off (decode.onnx's concatenating attention) the batch keeps its cache in two
@@ -268,6 +293,20 @@ def test_running_batch_rows_join_leave_and_trim_like_numpy(in_place: bool) -> No
     assert batch.length == 4 and batch.mask.tolist() == [[1, 1, 1, 1], [0, 0, 1, 1]]
     np.testing.assert_array_equal(batch.kv()[:, 0], a[:, 0])
     np.testing.assert_array_equal(batch.kv()[:, 1, :, 2:], c[:, 0])
+
+
+def test_a_kept_step_binding_is_told_apart_by_where_the_window_starts() -> None:
+    """A trim with the same rows moves only the in-place window's first column: the step binding's key changes
+    with it (a binding kept across it would point the graph at the dropped columns)."""
+    rng = np.random.default_rng(2)
+    batch = RunningBatch(count=2, n_head=2, head_dim=3, in_place=True, max_positions=32)
+    batch.join(list(rng.standard_normal((2, 1, 2, 6, 3)).astype(np.float32)))  # (count, 1, nh, T, hs)
+    batch.join(list(rng.standard_normal((2, 1, 2, 2, 3)).astype(np.float32)))
+    batch.leave({0})
+    before = batch._storage.binding_key(batch.rows)
+    batch.trim()
+    assert batch.rows == 1 and batch._storage.binding_key(batch.rows) != before
+    assert RunningBatch(count=2, n_head=2, head_dim=3)._storage.binding_key(1) is None  # copied: never kept
 
 
 def test_in_place_batch_keeps_rows_when_its_capacity_grows() -> None:

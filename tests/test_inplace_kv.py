@@ -198,9 +198,12 @@ def test_kept_bindings_tell_apart_caches_of_one_size_in_one_buffer(tiny_export: 
         np.testing.assert_array_equal(got, want)
 
 
-def test_prefill_chunk_is_checked() -> None:
+def test_prefill_chunk_is_checked_and_follows_the_cache_format_unless_set() -> None:
     with pytest.raises(InvalidInputError, match="prefill_chunk must be >= 0"):
         RuntimeOptions(prefill_chunk=-1)
+    assert RuntimeOptions().prefill_chunk_tokens == 256
+    assert RuntimeOptions(kv_cache="int8").prefill_chunk_tokens == 128
+    assert RuntimeOptions(kv_cache="int8", prefill_chunk=0).prefill_chunk_tokens == 0
 
 
 def test_without_capacity_the_graph_concatenates(loaded_pair: tuple[LoadedExport, LoadedExport]) -> None:

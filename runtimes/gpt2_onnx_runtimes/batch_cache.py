@@ -26,6 +26,7 @@ Padding is zeros, never uninitialized memory: masked positions still enter the a
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -64,6 +65,11 @@ class KvStorage(Protocol):
 
     def bind(self, binding: ort.IOBinding, names: tuple[list[str], list[str]], rows: int, length: int) -> None:
         """Bind the past (``length`` positions) and the present of one decode step (``length + 1``)."""
+        ...
+
+    def binding_key(self, rows: int) -> tuple[int, ...] | None:
+        """What a step's cache binding of ``rows`` rows points at while it stays valid for later steps; None where
+        every step binds buffers of its own."""
         ...
 
     def stepped(self) -> None:
@@ -136,6 +142,9 @@ class CopiedCache:
             binding.bind_input(name, "cpu", 0, np.float32, shape, past[index].ctypes.data)  # (B, nh, P, hs)
         for index, name in enumerate(present_names):
             binding.bind_output(name, "cpu", 0, np.float32, grown, present[index].ctypes.data)  # (B, nh, P + 1, hs)
+
+    def binding_key(self, rows: int) -> tuple[int, ...] | None:
+        return None  # the past and the present swap buffers, and grow, every step
 
     def stepped(self) -> None:
         self._current = 1 - self._current
@@ -240,6 +249,11 @@ class InPlaceCache:
                 address = self._flat[index].ctypes.data + offset
                 bind(name, "cpu", 0, self.dtype, shape, address)  # (B, nh, C, hs) from the window: past and present
 
+    def binding_key(self, rows: int) -> tuple[int, ...] | None:
+        """The buffer, the window's first column, the capacity and the rows: a step's binding is the same tensors
+        for as long as none of them changes (a layout, a join, a leave or a trim may change them)."""
+        return (self._flat.ctypes.data, self.start, self.capacity, rows)
+
     def stepped(self) -> None:
         pass  # the step wrote column ``start + length`` of each row in place
 
@@ -270,6 +284,7 @@ class RunningBatch:
             if in_place
             else CopiedCache(count, n_head, head_dim)
         )
+        self._kept: _KeptStep | None = None
         self.rows = 0
         self.length = 0  # P: positions in the past
         self.mask = np.zeros((0, 0), dtype=np.int64)  # (B, P)
@@ -345,6 +360,8 @@ class RunningBatch:
         self.mask = np.zeros((0, 0), dtype=np.int64)
         self.next_position = np.zeros(0, dtype=np.int64)
         self._storage.clear(release)
+        if release:
+            self._kept = None  # it points into the memory let go
 
     def decode(
         self,
@@ -358,17 +375,79 @@ class RunningBatch:
         rows, length = self.rows, self.length
         self._storage.before_step(rows, length)
         mask = np.concatenate([self.mask, np.ones((rows, 1), dtype=np.int64)], axis=1)  # (B, P + 1)
-        binding = session.io_binding()
+        kept = self._kept_binding(session, names, constants)
+        binding = kept.binding if kept is not None else self._bind(session, session.io_binding(), names, constants)
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(tokens.reshape(rows, 1), dtype=np.int64))  # (B, 1)
         binding.bind_cpu_input(ATTENTION_MASK, mask)
         binding.bind_cpu_input(POSITION_IDS, self.next_position.reshape(rows, 1).copy())  # (B, 1)
-        binding.bind_output(LOGITS, "cpu")  # first: get_outputs() lists the outputs in the order bound
-        self._storage.bind(binding, names, rows, length)
-        for name, value in constants.items():
-            binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d)
         session.run_with_iobinding(binding)
-        logits = binding.get_outputs()[0].numpy()[:, -1]  # (B, V)
+        # (B, V); a kept buffer is written again by the next step, so it is copied
+        logits = kept.logits[:, -1].copy() if kept is not None else binding.get_outputs()[0].numpy()[:, -1]
         self._storage.stepped()
         self.mask, self.length = mask, length + 1
         self.next_position = self.next_position + 1
         return logits
+
+    def _bind(
+        self,
+        session: ort.InferenceSession,
+        binding: ort.IOBinding,
+        names: tuple[list[str], list[str]],
+        constants: Mapping[str, ort.OrtValue],
+        logits: np.ndarray | None = None,
+    ) -> ort.IOBinding:
+        """``binding`` with everything of a step but its tokens, mask and positions: the logits (into ``logits``
+        (B, 1, V), or allocated by ONNX Runtime), the cache and the constant inputs."""
+        if logits is None:
+            binding.bind_output(LOGITS, "cpu")  # first: get_outputs() lists the outputs in the order bound
+        else:
+            binding.bind_output(LOGITS, "cpu", 0, np.float32, list(logits.shape), logits.ctypes.data)
+        self._storage.bind(binding, names, self.rows, self.length)
+        for name, value in constants.items():
+            binding.bind_ortvalue_input(name, value)  # the mapped embedding (V, d); an int8 cache's scales
+        return binding
+
+    def _kept_binding(
+        self,
+        session: ort.InferenceSession,
+        names: tuple[list[str], list[str]],
+        constants: Mapping[str, ort.OrtValue],
+    ) -> _KeptStep | None:
+        """The step's binding of the cache, the constants and a logits buffer, kept while the storage's
+        :meth:`~KvStorage.binding_key` stays the same (the in-place cache between joins, leaves, trims and
+        layouts: most steps), so that a step binds only its tokens, mask and positions; None where each step binds
+        anew (the copied cache, or a graph whose logits' vocabulary is not fixed)."""
+        key = self._storage.binding_key(self.rows)
+        if key is None:
+            return None
+        kept = self._kept
+        if kept is not None and kept.session is session and kept.key == key and kept.constants is constants:
+            return kept
+        vocab = _vocab_size(session)
+        if vocab is None:
+            return None
+        logits = np.empty((self.rows, 1, vocab), dtype=np.float32)  # (B, 1, V)
+        binding = self._bind(session, session.io_binding(), names, constants, logits)
+        self._kept = _KeptStep(session, key, constants, binding, logits)
+        return self._kept
+
+
+@dataclass(frozen=True)
+class _KeptStep:
+    """A running batch's step binding (see :meth:`RunningBatch._kept_binding`) and what it was made for."""
+
+    session: ort.InferenceSession
+    key: tuple[int, ...]
+    constants: Mapping[str, ort.OrtValue]
+    binding: ort.IOBinding
+    logits: np.ndarray  # (B, 1, V), float32: what the binding's logits output writes
+
+
+def _vocab_size(session: ort.InferenceSession) -> int | None:
+    """The logits' last dimension as the graph states it; None where it is not a fixed number or they are not
+    float32."""
+    found = next((output for output in session.get_outputs() if output.name == LOGITS), None)
+    if found is None or found.type != "tensor(float)" or not found.shape:
+        return None
+    size = found.shape[-1]
+    return size if isinstance(size, int) else None

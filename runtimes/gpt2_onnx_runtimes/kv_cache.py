@@ -9,9 +9,10 @@ both providers and both session layouts (:class:`StepSessions`), so the CPU test
 When the generation graph writes the cache in place (``StepSessions.in_place``) and the length is known, one
 buffer per cache tensor is both the past and the present (:class:`SharedKvBuffers`): a step writes its new
 positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
-Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk`` runs in chunks, each after
-the cache the ones before it wrote; and the binding of the buffers, the constant inputs and a logits buffer is made
-once and kept (:class:`~gpt2_onnx_runtimes.kv_bindings.KeptBindings`), so that a step binds only its tokens.
+Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk_tokens`` runs in chunks,
+each after the cache the ones before it wrote; and the binding of the buffers, the constant inputs and a logits
+buffer is made once and kept (:class:`~gpt2_onnx_runtimes.kv_bindings.KeptBindings`), so that a step binds only its
+tokens.
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ class KvCacheRunner:
         return logits
 
     def _chunk(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> int:
-        """How many prompt tokens one prefill run takes: ``RuntimeOptions.prefill_chunk`` where the cache is written
-        in place into the runtime's buffers and the prompt is one unpadded row (GroupQueryAttention takes several
-        new tokens after a past in a batch of one only); else the whole prompt."""
-        length, chunk = input_ids.shape[1], self._loaded.options.prefill_chunk
+        """How many prompt tokens one prefill run takes: ``RuntimeOptions.prefill_chunk_tokens`` where the cache is
+        written in place into the runtime's buffers and the prompt is one unpadded row (GroupQueryAttention takes
+        several new tokens after a past in a batch of one only); else the whole prompt."""
+        length, chunk = input_ids.shape[1], self._loaded.options.prefill_chunk_tokens
         in_place = isinstance(self._buffers, SharedKvBuffers)
         if chunk == 0 or length <= chunk or not in_place or input_ids.shape[0] != 1 or not attention_mask.all():
             return length

@@ -1,0 +1,148 @@
+"""A long prompt's prefill chunk (``RuntimeOptions.prefill_chunk``): time to first token, decode ms/token after it and
+peak RSS, per export, KV cache format and chunk size, each measurement in a fresh process (peak RSS is a process's
+own), interleaved round by round; writes a Markdown table to benchmarks/results/.
+
+    .venv/bin/python benchmarks/prefill_chunk.py OUT/fp32 OUT/int8 OUT/int4 --chunks 64 128 256 0 --rounds 3
+
+Each process loads one export as the engine ships (``--kv-cache`` as given), runs one short untimed generation,
+then one greedy generation of ``--new-tokens`` tokens after a random ``--context``-token prompt: its time to first
+token (the whole prompt's prefill and the first choice) and the median time of each later token. Peak RSS is the
+process's high-water mark (``VmHWM``) at the end: load, prefill and decode. Rounds rotate the order of the
+configurations. Medians over rounds; ratios to ``--base`` chunk's figures of the same export and cache, per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from peers_report import cpu_line  # benchmarks/, beside this script
+
+from gpt2_onnx_runtimes.generation import Generation
+from gpt2_onnx_runtimes.options import GenerationOptions
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
+from gpt2_onnx_runtimes.session import LoadedExport
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_FIGURES = ("first_token_ms", "decode_ms", "peak_rss_mib")
+
+
+def _peak_rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+
+
+def one(folder: Path, kv_cache: str, chunk: int, context: int, new_tokens: int, threads: int) -> dict[str, float]:
+    """One configuration in this process: its figures (see the module docstring)."""
+    options = RuntimeOptions(intra_op_threads=threads, kv_cache=kv_cache, prefill_chunk=chunk)  # type: ignore[arg-type]
+    loaded = LoadedExport.load(folder, options)
+    vocab = loaded.manifest.dims.vocab_size
+    Generation(loaded, [[1, 2, 3, 4]], GenerationOptions(max_new_tokens=4, ignore_eos=True)).run()
+    prompt = np.random.default_rng(0).integers(0, vocab, context).tolist()
+    times = []
+    start = time.perf_counter()
+    for _ in Generation(loaded, [prompt], GenerationOptions(max_new_tokens=new_tokens, ignore_eos=True)).steps():
+        times.append(time.perf_counter())
+    return {
+        "first_token_ms": 1000 * (times[0] - start),
+        "decode_ms": 1000 * float(np.median(np.diff(times))),
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def _child(args: argparse.Namespace, folder: Path, kv_cache: str, chunk: int) -> dict[str, float]:
+    command = [sys.executable, __file__, "--one", str(folder), kv_cache, str(chunk)]
+    command += ["--context", str(args.context), "--new-tokens", str(args.new_tokens), "--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{folder.name} {kv_cache} chunk {chunk} failed:\n{done.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def measure(args: argparse.Namespace) -> dict[tuple[str, str, int], dict[str, list[float]]]:
+    configs = list(itertools.product(args.folders, args.kv_caches, args.chunks))
+    found: dict[tuple[str, str, int], dict[str, list[float]]] = {
+        (folder.name, kv, chunk): {figure: [] for figure in _FIGURES} for folder, kv, chunk in configs
+    }
+    for number in range(args.rounds):
+        shift = number % len(configs)
+        for folder, kv, chunk in configs[shift:] + configs[:shift]:
+            for figure, value in _child(args, folder, kv, chunk).items():
+                found[(folder.name, kv, chunk)][figure].append(value)
+        print(f"round {number + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    return found
+
+
+def report(found: dict[tuple[str, str, int], dict[str, list[float]]], args: argparse.Namespace) -> str:
+    lines = [
+        f"# Prefill chunk: a {args.context}-token prompt, then {args.new_tokens} tokens",
+        "",
+        f"CPU: {cpu_line()}, {args.threads} intra-op threads; `benchmarks/prefill_chunk.py`, each configuration in a "
+        f"fresh process, {args.rounds} rounds in rotated order. Chunk 0: the whole prompt in one run. Time to first "
+        "token: the prompt's prefill and the first choice; decode: the median later token; peak RSS: the process's "
+        f"high-water mark over load, prefill and decode. Medians over rounds; ratios to chunk {args.base} of the "
+        "same export and cache, paired per round.",
+        "",
+        "| export | KV cache | chunk | time to first token (ms) | × chunk "
+        f"{args.base} | decode (ms/token) | × chunk {args.base} | peak RSS (MiB) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (name, kv, chunk), figures in found.items():
+        base = found.get((name, kv, args.base))
+        med = {figure: float(np.median(values)) for figure, values in figures.items()}
+        ratios = {
+            figure: float(np.median(np.divide(figures[figure], base[figure]))) if base else float("nan")
+            for figure in ("first_token_ms", "decode_ms")
+        }
+        lines.append(
+            f"| {name} | {kv} | {chunk or 'whole'} | {med['first_token_ms']:.0f} | {ratios['first_token_ms']:.2f} | "
+            f"{med['decode_ms']:.2f} | {ratios['decode_ms']:.2f} | {med['peak_rss_mib']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="*", type=Path)
+    parser.add_argument("--chunks", nargs="+", type=int, default=[64, 128, 256, 0])
+    parser.add_argument("--kv-caches", nargs="+", default=["float32", "int8"], choices=["float32", "int8"])
+    parser.add_argument("--base", type=int, default=256, help="the chunk the ratios are to")
+    parser.add_argument("--context", type=int, default=1000)
+    parser.add_argument("--new-tokens", type=int, default=24)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--one", nargs=3, metavar=("FOLDER", "KV_CACHE", "CHUNK"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        folder, kv, chunk = args.one
+        print(json.dumps(one(Path(folder), kv, int(chunk), args.context, args.new_tokens, args.threads)))
+        return
+    if not args.folders:
+        parser.error("give at least one export folder")
+    found = measure(args)
+    text = report(found, args)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{stamp}-prefill-chunk.md"
+    path.write_text(text, encoding="utf-8")
+    settings = {key: value for key, value in vars(args).items() if key not in ("folders", "one")}
+    rounds = [
+        {"export": name, "kv_cache": kv, "chunk": chunk, **figures} for (name, kv, chunk), figures in found.items()
+    ]
+    raw = {"cpu": cpu_line(), "settings": settings, "rounds": rounds}
+    path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    print(text + f"\nwritten: {path} and its .json")
+
+
+if __name__ == "__main__":
+    main()
