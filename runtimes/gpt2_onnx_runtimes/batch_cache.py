@@ -376,7 +376,7 @@ class RunningBatch:
         self._storage.before_step(rows, length)
         mask = np.concatenate([self.mask, np.ones((rows, 1), dtype=np.int64)], axis=1)  # (B, P + 1)
         kept = self._kept_binding(session, names, constants)
-        binding = kept.binding if kept is not None else self._bind(session, session.io_binding(), names, constants)
+        binding = kept.binding if kept is not None else self._bind(session.io_binding(), names, constants)
         binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(tokens.reshape(rows, 1), dtype=np.int64))  # (B, 1)
         binding.bind_cpu_input(ATTENTION_MASK, mask)
         binding.bind_cpu_input(POSITION_IDS, self.next_position.reshape(rows, 1).copy())  # (B, 1)
@@ -390,7 +390,6 @@ class RunningBatch:
 
     def _bind(
         self,
-        session: ort.InferenceSession,
         binding: ort.IOBinding,
         names: tuple[list[str], list[str]],
         constants: Mapping[str, ort.OrtValue],
@@ -427,7 +426,7 @@ class RunningBatch:
         if vocab is None:
             return None
         logits = np.empty((self.rows, 1, vocab), dtype=np.float32)  # (B, 1, V)
-        binding = self._bind(session, session.io_binding(), names, constants, logits)
+        binding = self._bind(session.io_binding(), names, constants, logits)
         self._kept = _KeptStep(session, key, constants, binding, logits)
         return self._kept
 
