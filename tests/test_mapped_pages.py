@@ -63,3 +63,5 @@ def test_no_malloc_trim_means_nothing_to_do(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(ctypes, "CDLL", missing)
     assert release_free_heap() is False
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert release_free_heap() is False

@@ -68,6 +68,8 @@ def release_free_heap() -> bool:
     """Return the C heap's free pages to the kernel (glibc's ``malloc_trim(0)``); True when some were returned,
     False when none were or there is no such call. It walks the heap's free lists (milliseconds): for use after
     a load, not per step."""
+    if not sys.platform.startswith("linux"):  # glibc's call; ctypes.CDLL(None) is not even valid on Windows
+        return False
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
