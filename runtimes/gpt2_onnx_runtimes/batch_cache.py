@@ -26,12 +26,12 @@ Padding is zeros, never uninitialized memory: masked positions still enter the a
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, LOGITS, POSITION_IDS
+from gpt2_onnx_runtimes.kv_bindings import KeptBinding
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -284,7 +284,8 @@ class RunningBatch:
             if in_place
             else CopiedCache(count, n_head, head_dim)
         )
-        self._kept: _KeptStep | None = None
+        self._kept: KeptBinding | None = None  # the step binding, kept while _kept_key holds (_kept_binding)
+        self._kept_key: tuple[int, ...] = ()
         self.rows = 0
         self.length = 0  # P: positions in the past
         self.mask = np.zeros((0, 0), dtype=np.int64)  # (B, P)
@@ -411,35 +412,25 @@ class RunningBatch:
         session: ort.InferenceSession,
         names: tuple[list[str], list[str]],
         constants: Mapping[str, ort.OrtValue],
-    ) -> _KeptStep | None:
+    ) -> KeptBinding | None:
         """The step's binding of the cache, the constants and a logits buffer, kept while the storage's
         :meth:`~KvStorage.binding_key` stays the same (the in-place cache between joins, leaves, trims and
         layouts: most steps), so that a step binds only its tokens, mask and positions; None where each step binds
         anew (the copied cache, or a graph whose logits' vocabulary is not fixed)."""
-        key = self._storage.binding_key(self.rows)
-        if key is None:
+        where = self._storage.binding_key(self.rows)
+        if where is None:
             return None
+        key = (id(constants), *where)  # the binding holds the session; the engine's constants live as long
         kept = self._kept
-        if kept is not None and kept.session is session and kept.key == key and kept.constants is constants:
+        if kept is not None and kept.session is session and self._kept_key == key:
             return kept
         vocab = _vocab_size(session)
         if vocab is None:
             return None
         logits = np.empty((self.rows, 1, vocab), dtype=np.float32)  # (B, 1, V)
         binding = self._bind(session.io_binding(), names, constants, logits)
-        self._kept = _KeptStep(session, key, constants, binding, logits)
+        self._kept, self._kept_key = KeptBinding(session, self.rows, binding, logits), key
         return self._kept
-
-
-@dataclass(frozen=True)
-class _KeptStep:
-    """A running batch's step binding (see :meth:`RunningBatch._kept_binding`) and what it was made for."""
-
-    session: ort.InferenceSession
-    key: tuple[int, ...]
-    constants: Mapping[str, ort.OrtValue]
-    binding: ort.IOBinding
-    logits: np.ndarray  # (B, 1, V), float32: what the binding's logits output writes
 
 
 def _vocab_size(session: ort.InferenceSession) -> int | None:

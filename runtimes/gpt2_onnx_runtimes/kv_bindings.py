@@ -1,5 +1,7 @@
 """The in-place KV cache's IO bindings, kept per loaded export (:class:`KeptBindings`) so that a generation handed a
-pooled buffer it was bound to before binds nothing again (:class:`gpt2_onnx_runtimes.kv_cache.KvCacheRunner`)."""
+pooled buffer it was bound to before binds nothing again (:class:`gpt2_onnx_runtimes.kv_cache.KvCacheRunner`).
+Serve's running batch keeps one :class:`KeptBinding` of its own while its rows and window stay
+(:class:`gpt2_onnx_runtimes.batch_cache.RunningBatch`)."""
 
 from __future__ import annotations
 
