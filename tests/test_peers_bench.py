@@ -271,6 +271,16 @@ def test_cpu_flags(tmp_path: Path) -> None:
     assert cpu_flags(tmp_path / "absent") == {}
 
 
+def test_cpu_line_tells_apart_two_cpus_of_one_name(tmp_path: Path) -> None:
+    from benchmarks.peers_report import cpu_line
+
+    avx2, avx512 = tmp_path / "avx2", tmp_path / "avx512"
+    avx2.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx2\n", encoding="utf-8")
+    avx512.write_text("model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_vnni\n", encoding="utf-8")
+    assert cpu_line(avx2).startswith("AMD EPYC (has avx2; lacks avx512f, avx512_vnni")
+    assert cpu_line(avx512).startswith("AMD EPYC (has avx2, avx512f, avx512_vnni; lacks avx_vnni")
+
+
 def test_serve_peers_pairs_take_serve_options() -> None:
     from benchmarks.serve_peers import serve_options
 
