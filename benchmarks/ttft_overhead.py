@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -252,8 +253,12 @@ def main() -> None:
     kind = "ttft-inside" if args.inside else "ttft-overhead"
     out = Path(__file__).parent / "results" / f"{stamp}-{kind}.md"
     out.write_text(text)
+    settings: dict[str, Any] = {key: value for key, value in vars(args).items() if key != "folders"}
+    settings["folders"] = [str(folder) for folder in args.folders]
+    raw = {"cpu": cpu_line(), "settings": settings, "seconds": found}  # every round's figures, in seconds
+    out.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n")
     print(text)
-    print(f"written: {out}")
+    print(f"written: {out} and its .json")
 
 
 if __name__ == "__main__":
