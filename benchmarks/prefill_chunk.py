@@ -7,8 +7,9 @@ own), interleaved round by round; writes a Markdown table to benchmarks/results/
 Each process loads one export as the engine ships (``--kv-cache`` as given), runs one short untimed generation,
 then one greedy generation of ``--new-tokens`` tokens after a random ``--context``-token prompt: its time to first
 token (the whole prompt's prefill and the first choice) and the median time of each later token. Peak RSS is the
-process's high-water mark (``VmHWM``) at the end: load, prefill and decode. Rounds rotate the order of the
-configurations. Medians over rounds; ratios to ``--base`` chunk's figures of the same export and cache, per round.
+process's high-water mark (``VmHWM``, read as ``gpt2-onnx bench`` reads it) at the end: load, prefill and decode.
+Rounds rotate the order of the configurations. Medians over rounds; ratios to ``--base`` chunk's figures of the same
+export and cache, per round.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from peers_report import cpu_line  # benchmarks/, beside this script
 
+from gpt2_onnx.app.bench.memory import memory_snapshot
 from gpt2_onnx_runtimes.generation import Generation
 from gpt2_onnx_runtimes.options import GenerationOptions
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
@@ -32,13 +34,6 @@ from gpt2_onnx_runtimes.session import LoadedExport
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _FIGURES = ("first_token_ms", "decode_ms", "peak_rss_mib")
-
-
-def _peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
 
 
 def one(folder: Path, kv_cache: str, chunk: int, context: int, new_tokens: int, threads: int) -> dict[str, float]:
@@ -55,7 +50,7 @@ def one(folder: Path, kv_cache: str, chunk: int, context: int, new_tokens: int, 
     return {
         "first_token_ms": 1000 * (times[0] - start),
         "decode_ms": 1000 * float(np.median(np.diff(times))),
-        "peak_rss_mib": _peak_rss_mib(),
+        "peak_rss_mib": memory_snapshot()["peak_rss"] / 2**20,
     }
 
 
