@@ -123,6 +123,14 @@ KINDS = (
         "cache, 128 with the int8 one) was chosen from these figures.",
     ),
     Kind(
+        "-first-prompt",
+        "The first prompts after a load",
+        "`python benchmarks/first_prompt.py FOLDER ...`: the time to first token of four different 128-token "
+        "prompts in a fresh process, and the page faults the disk served during each, with the weights file's "
+        "private maps handed back as the runtime does now (`MADV_DONTNEED` where a map's pages are the file's own, "
+        "`runtimes/gpt2_onnx_runtimes/mapped_pages.py`) against `MADV_PAGEOUT` for every map (before).",
+    ),
+    Kind(
         "-decode-context",
         "Decode as the context grows",
         "`nice python benchmarks/decode_context.py --exports FOLDER`: decode ms/token after prompts of 128, 512 and "

@@ -3,11 +3,21 @@
 ONNX Runtime maps each external initializer of a session privately (``MAP_PRIVATE``; ``rw-p`` in
 ``/proc/self/maps``) and keeps the maps for the session's life. Weights it prepacks (every MatMulNBits of an int8
 or int4 export, the MatMuls of an fp32 one) are then read from the packed copy only, yet the pages that prepacking
-read stay resident: the quantized weights count twice. ``madvise(MADV_PAGEOUT)`` asks the kernel to reclaim those
-pages now. It is a hint that keeps every byte: clean file pages come back from the file on the next read (the
-embedding rows a lookup touches, the tensors no kernel prepacked), and a page ONNX Runtime had written would be
-written out, not dropped. Maps that are not ONNX Runtime's (the runtime's own shared, read-only map of the
-embedding, ``r--s``) are left alone. Linux 5.4 and newer; elsewhere, or where the kernel refuses, nothing happens.
+read stay resident: the quantized weights count twice. :func:`release_private_maps` unmaps those pages now, keeping
+every byte:
+
+- a map none of whose pages were written (``Anonymous: 0 kB`` in ``/proc/self/smaps``, as ONNX Runtime leaves
+  them) gets ``madvise(MADV_DONTNEED)``: its pages leave this process but stay in the kernel's page cache, so a
+  later read (the embedding rows a lookup touches: in int8 and int4 exports the tied embedding is both the head's
+  prepacked weight and the lookup's table) is a minor fault that maps the cached page again;
+- a map with written pages (private copies that exist nowhere else) gets ``madvise(MADV_PAGEOUT)`` (Linux 5.4),
+  which writes them out to swap where there is any and otherwise keeps them.
+
+``MADV_PAGEOUT`` for every map also freed the clean pages from the page cache, so the first prompts after a load
+read their embedding rows and the float32 norms and biases back from the disk: on GPT-2-small int8 the first
+128-token prompt took 143 ms against 101 ms with the advice per map (results/20261202T220921Z-first-prompt), for
+the same RSS. Maps that are not ONNX Runtime's (the runtime's own shared, read-only map of the embedding, ``r--s``)
+are left alone. Elsewhere than Linux, or where ``/proc`` cannot be read, nothing happens.
 ``benchmarks/peers_side_by_side.sh`` measures the peak RSS it saves (docs/performance.md).
 
 :func:`release_free_heap` hands back the other memory a load leaves resident without use: the heap pages that the
@@ -21,46 +31,78 @@ from __future__ import annotations
 import ctypes
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["page_out_private_maps", "release_free_heap"]
+__all__ = ["PrivateMap", "release_free_heap", "release_private_maps"]
 
 log = logging.getLogger(__name__)
 
-MADV_PAGEOUT = 21  # linux/mman-common.h
-_MAPS = Path("/proc/self/maps")
+MADV_DONTNEED = 4  # linux/mman-common.h
+MADV_PAGEOUT = 21
+_SMAPS = Path("/proc/self/smaps")
 
 
-def _private_ranges(path: Path, maps_text: str) -> list[tuple[int, int]]:
-    """The (start, end) address ranges of this process's private writable maps of ``path``."""
+@dataclass(frozen=True)
+class PrivateMap:
+    """One private writable map of a file: its address range and how many of its pages were written (private
+    copies, ``Anonymous`` in smaps), in KiB."""
+
+    start: int
+    end: int
+    written_kib: int
+
+    @property
+    def advice(self) -> int:
+        """The madvise advice that unmaps this map's pages without losing any: DONTNEED where every page is the
+        file's own (it stays in the page cache), PAGEOUT where some exist only here."""
+        return MADV_DONTNEED if self.written_kib == 0 else MADV_PAGEOUT
+
+
+def _private_maps(path: Path, smaps_text: str) -> list[PrivateMap]:
+    """This process's private writable maps of ``path``, from the text of ``/proc/self/smaps``. A map whose
+    ``Anonymous`` line is missing counts as written (the advice that keeps its pages)."""
     target = str(path.resolve())
-    ranges = []
-    for line in maps_text.splitlines():
+    found: list[PrivateMap] = []
+    current: tuple[int, int] | None = None
+    written: int | None = None
+
+    def close() -> None:
+        if current is not None:
+            found.append(PrivateMap(current[0], current[1], 1 if written is None else written))
+
+    for line in smaps_text.splitlines():
         fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[1] == "rw-p" and fields[5] == target:
-            start, end = (int(address, 16) for address in fields[0].split("-"))
-            ranges.append((start, end))
-    return ranges
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):  # a map's header line
+            close()
+            current, written = None, None
+            if len(fields) == 6 and fields[1] == "rw-p" and fields[5] == target:
+                start, end = (int(address, 16) for address in fields[0].split("-"))
+                current = (start, end)
+        elif current is not None and fields[:1] == ["Anonymous:"]:
+            written = int(fields[1])
+    close()
+    return found
 
 
-def page_out_private_maps(path: Path) -> int:
-    """Advise the kernel to reclaim the pages of every private map of ``path``; returns the bytes advised (0
-    where the platform has no such advice)."""
-    if not sys.platform.startswith("linux") or not _MAPS.is_file():
+def release_private_maps(path: Path) -> int:
+    """Unmap the resident pages of every private map of ``path`` (see the module's docstring for which advice
+    each map gets); returns the bytes advised (0 where the platform has no such advice)."""
+    if not sys.platform.startswith("linux") or not _SMAPS.is_file():
         return 0
     try:
-        ranges = _private_ranges(path, _MAPS.read_text(encoding="utf-8", errors="replace"))
+        maps = _private_maps(path, _SMAPS.read_text(encoding="utf-8", errors="replace"))
         madvise = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError):
         return 0
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     madvise.restype = ctypes.c_int
     advised = 0
-    for start, end in ranges:
-        if madvise(start, end - start, MADV_PAGEOUT) != 0:  # EINVAL before Linux 5.4: nothing to gain, stop
-            log.debug("madvise(MADV_PAGEOUT) refused: errno %d", ctypes.get_errno())
-            break
-        advised += end - start
+    for found in maps:
+        if madvise(found.start, found.end - found.start, found.advice) != 0:  # PAGEOUT: EINVAL before Linux 5.4
+            log.debug("madvise(%d) refused: errno %d", found.advice, ctypes.get_errno())
+            continue
+        advised += found.end - found.start
     return advised
 
 

@@ -46,7 +46,7 @@ from gpt2_onnx_runtimes.inplace_attention import in_place_graph, probe_names, re
 from gpt2_onnx_runtimes.kv_bindings import KeptBindings
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
-from gpt2_onnx_runtimes.mapped_pages import page_out_private_maps, release_free_heap
+from gpt2_onnx_runtimes.mapped_pages import release_free_heap, release_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
@@ -177,7 +177,7 @@ class LoadedExport:
         sessions = {
             kind: cls._graph_session(folder, manifest, options, kind, graph, shared) for kind, graph in graphs.items()
         }
-        page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
+        release_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         steps = StepSessions(sessions[PREFILL], sessions[DECODE], prefill_takes_past=False)
         return cls(folder, manifest, options, steps, sessions, shared)
 
@@ -205,7 +205,7 @@ class LoadedExport:
         probes = probe_names(graph) if int8_cache else []
         session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
-        page_out_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
+        release_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         if int8_cache:
             constants.update(cls._cache_scales(export, options, session, probes, constants))
         steps = StepSessions(
@@ -268,7 +268,7 @@ class LoadedExport:
             if session is None:
                 graph = read_graph(self.folder / self.manifest.graphs[kind].file)
                 session = self._graph_session(self.folder, self.manifest, self.options, kind, graph, None)
-                page_out_private_maps(self.folder / self.manifest.weights_file)
+                release_private_maps(self.folder / self.manifest.weights_file)
                 self._graph_sessions[kind] = session
             return session
 
