@@ -83,7 +83,36 @@ class BufferPool:
             return sum(a.size for a in self._free if a.dtype == np.float32)
 
 
-class KvBuffers:
+class _PooledCache:
+    """What both cache kinds hold: ``count`` cache tensors of up to (max_batch, n_head, capacity, head_dim) in
+    ``copies`` flat arrays taken from ``pool`` (a private one when none is given) and given back to it once this
+    object is dropped, and the past's length."""
+
+    def __init__(
+        self,
+        count: int,
+        batch: int,
+        n_head: int,
+        capacity: int,
+        head_dim: int,
+        max_batch: int | None,
+        pool: BufferPool | None,
+        dtype: type[np.generic],
+        copies: int,
+    ) -> None:
+        self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
+        self.max_batch = max(batch, max_batch or batch)
+        self.dtype = dtype
+        self.size = size = self.max_batch * n_head * capacity * head_dim  # elements per cache tensor
+        if pool is None:
+            pool = BufferPool(keep=0)
+        flats = [pool.take(count * size, dtype) for _ in range(copies)]  # at least count·B·nh·C·hs elements each
+        self._buffers = [flat[: count * size].reshape(count, size) for flat in flats]  # (count, B·nh·C·hs) each
+        weakref.finalize(self, pool.give, flats)  # back to the pool once this generation drops its buffers
+        self.length = 0  # positions in the past
+
+
+class KvBuffers(_PooledCache):
     """``count`` cache tensors of up to (batch, n_head, capacity, head_dim) float32, double-buffered; room for
     ``max_batch`` rows (default ``batch``) when :meth:`reorder` will grow the batch."""
 
@@ -97,16 +126,8 @@ class KvBuffers:
         max_batch: int | None = None,
         pool: BufferPool | None = None,
     ) -> None:
-        self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
-        self.max_batch = max(batch, max_batch or batch)
-        size = self.max_batch * n_head * capacity * head_dim
-        if pool is None:
-            pool = BufferPool(keep=0)
-        flats = [pool.take(count * size) for _ in range(2)]  # at least count·B·nh·C·hs floats each
-        self._buffers = [flat[: count * size].reshape(count, size) for flat in flats]  # (count, B·nh·C·hs) each
-        weakref.finalize(self, pool.give, flats)  # back to the pool once this generation drops its buffers
+        super().__init__(count, batch, n_head, capacity, head_dim, max_batch, pool, np.float32, copies=2)
         self._current = 0  # the buffer holding the past
-        self.length = 0  # positions in the past
 
     def shape(self, length: int) -> list[int]:
         return [self.batch, self.n_head, length, self.head_dim]
@@ -170,7 +191,7 @@ class KvBuffers:
         return flat.reshape(self.shape(self.length))
 
 
-class SharedKvBuffers:
+class SharedKvBuffers(_PooledCache):
     """``count`` cache tensors of (batch, n_head, capacity, head_dim) for the in-place generation graph
     (:mod:`gpt2_onnx_runtimes.inplace_attention`): one buffer each, bound as both the past and the present, so a
     step writes only its new positions (columns ``length`` … ``length + new - 1`` of every row and head) and no
@@ -192,17 +213,9 @@ class SharedKvBuffers:
         pool: BufferPool | None = None,
         dtype: type[np.generic] = np.float32,
     ) -> None:
-        self.batch, self.n_head, self.capacity, self.head_dim = batch, n_head, capacity, head_dim
-        self.max_batch = max(batch, max_batch or batch)
-        self.dtype = dtype
-        size = self.max_batch * n_head * capacity * head_dim
-        if pool is None:
-            pool = BufferPool(keep=0)
-        flat = pool.take(count * size, dtype)
-        self._buffer = flat[: count * size].reshape(count, size)  # (count, B·nh·C·hs)
-        self.address, self.size = self._buffer.ctypes.data, size  # what a kept binding of these tensors points at
-        weakref.finalize(self, pool.give, [flat])
-        self.length = 0  # positions in the past
+        super().__init__(count, batch, n_head, capacity, head_dim, max_batch, pool, dtype, copies=1)
+        self._buffer = self._buffers[0]  # (count, B·nh·C·hs)
+        self.address = self._buffer.ctypes.data  # what a kept binding of these tensors points at
 
     def _tensors(self, batch: int) -> np.ndarray:
         """(count, batch, nh, C, hs): a view of the buffer."""
