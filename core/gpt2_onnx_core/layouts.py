@@ -19,7 +19,6 @@ __all__ = [
     "InPlaceKv",
     "KvCacheFormat",
     "SessionLayout",
-    "in_place_kv",
     "kv_cache_format",
     "session_layout",
 ]
@@ -38,14 +37,6 @@ def session_layout(value: str) -> SessionLayout:
         if value == name:
             return name
     raise OptionError(f"{{layout}} must be one of {', '.join(SESSION_LAYOUTS)}, got '{value}'", "layout")
-
-
-def in_place_kv(value: str) -> InPlaceKv:
-    """``value`` as an :data:`InPlaceKv` mode; :class:`OptionError` naming the choices for any other string."""
-    for name in IN_PLACE_KV_MODES:
-        if value == name:
-            return name
-    raise OptionError(f"{{in_place_kv}} must be one of {', '.join(IN_PLACE_KV_MODES)}, got '{value}'", "in_place_kv")
 
 
 def kv_cache_format(value: str) -> KvCacheFormat:
