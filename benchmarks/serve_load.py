@@ -31,9 +31,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import numpy as np
@@ -183,12 +184,20 @@ def stream_one(http: httpx2.Client, body: dict[str, Any]) -> tuple[float, float,
     return first or 0.0, time.perf_counter() - start, "".join(text), tokens
 
 
-def serve_round(url: str, bodies: list[dict[str, Any]], level: Level, expected: list[str] | None) -> list[str]:
-    """Every request once, from ``level.concurrency`` threads pulling from one queue."""
+Answer = TypeVar("Answer")
+
+
+def run_clients(
+    url: str, count: int, clients: int, call: Callable[[httpx2.Client, int], Answer]
+) -> tuple[list[Answer], float]:
+    """Requests 0 … ``count`` - 1 once each, ``call(http, index)`` from ``clients`` threads pulling from one queue,
+    each thread with its own HTTP client: the answers in request order and the round's wall seconds. A client stops
+    at its first failure; the first failure is raised once every thread has stopped."""
     work: queue.Queue[int] = queue.Queue()
-    for index in range(len(bodies)):
+    for index in range(count):
         work.put(index)
-    outcomes: dict[int, tuple[float, float, str, int]] = {}
+    answers: dict[int, Answer] = {}
+    failures: list[BaseException] = []
 
     def client() -> None:
         with httpx2.Client(base_url=url, timeout=600) as http:
@@ -197,16 +206,29 @@ def serve_round(url: str, bodies: list[dict[str, Any]], level: Level, expected: 
                     index = work.get_nowait()
                 except queue.Empty:
                     return
-                outcomes[index] = stream_one(http, bodies[index])
+                try:
+                    answers[index] = call(http, index)
+                except Exception as exc:  # reported after the round
+                    failures.append(exc)
+                    return
 
-    threads = [threading.Thread(target=client) for _ in range(level.concurrency)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
-    ordered = [outcomes[i] for i in range(len(bodies))]
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {count} requests failed; first: {failures[0]}")
+    return [answers[index] for index in range(count)], wall
+
+
+def serve_round(url: str, bodies: list[dict[str, Any]], level: Level, expected: list[str] | None) -> list[str]:
+    """Every request once, streamed, from ``level.concurrency`` clients (:func:`run_clients`)."""
+    ordered, wall = run_clients(
+        url, len(bodies), level.concurrency, lambda http, index: stream_one(http, bodies[index])
+    )
     level.rounds.append((len(ordered), sum(o[3] for o in ordered), wall))
     level.ttft_ms += [1000 * o[0] for o in ordered]
     level.latency_ms += [1000 * o[1] for o in ordered]

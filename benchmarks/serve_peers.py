@@ -30,13 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.serve_load import percentiles, requests  # noqa: E402  # after the path
+from benchmarks.serve_load import percentiles, requests, run_clients  # noqa: E402  # after the path
 from benchmarks.serve_process import ServeProcess, free_port  # noqa: E402
 from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 
@@ -145,36 +143,11 @@ def complete(http: httpx2.Client, body: dict[str, Any], extra: dict[str, Any]) -
 
 
 def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[str, Any], into: Outcomes) -> None:
-    """Every request once, from ``clients`` threads pulling from one queue."""
-    work: queue.Queue[int] = queue.Queue()
-    for index in range(len(bodies)):
-        work.put(index)
-    answers: dict[int, tuple[float, str, int]] = {}
-    failures: list[BaseException] = []
-
-    def client() -> None:
-        with httpx2.Client(base_url=url, timeout=600) as http:
-            while True:
-                try:
-                    index = work.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    answers[index] = complete(http, bodies[index], extra)
-                except Exception as exc:  # reported after the round
-                    failures.append(exc)
-                    return
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - start
-    if failures:
-        raise RuntimeError(f"{into.system}: {len(failures)} requests failed; first: {failures[0]}")
-    ordered = [answers[i] for i in range(len(bodies))]
+    """Every request once, from ``clients`` clients (:func:`benchmarks.serve_load.run_clients`)."""
+    try:
+        ordered, wall = run_clients(url, len(bodies), clients, lambda http, index: complete(http, bodies[index], extra))
+    except RuntimeError as exc:
+        raise RuntimeError(f"{into.system}: {exc}") from exc
     into.rounds.append((len(ordered), sum(a[2] for a in ordered), wall))
     into.latency_ms += [1000 * a[0] for a in ordered]
     into.texts = [a[1] for a in ordered]

@@ -288,3 +288,27 @@ def test_serve_peers_pairs_take_serve_options() -> None:
     assert serve_options([]) == []
     with pytest.raises(SystemExit, match="OPTION=VALUE"):
         serve_options(["kv-cache"])
+
+
+def test_run_clients_answers_in_request_order_and_reports_a_failure_after_the_round() -> None:
+    import threading
+
+    from benchmarks.serve_load import run_clients
+
+    threads: set[int] = set()
+
+    def square(_http: object, index: int) -> int:
+        threads.add(threading.get_ident())
+        return index * index
+
+    answers, wall = run_clients("http://127.0.0.1:9", 20, 3, square)  # no request is sent: the call is the client's
+    assert answers == [index * index for index in range(20)] and wall >= 0
+    assert 1 <= len(threads) <= 3
+
+    def fails_once(_http: object, index: int) -> int:
+        if index == 7:
+            raise ValueError("refused")
+        return index
+
+    with pytest.raises(RuntimeError, match="1 of 20 requests failed; first: refused"):
+        run_clients("http://127.0.0.1:9", 20, 3, fails_once)
