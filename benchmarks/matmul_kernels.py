@@ -33,8 +33,8 @@ sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runt
 from peers_report import cpu_flags  # noqa: E402  # benchmarks/, beside this script
 
 from gpt2_onnx.app.bench.environment import machine_info  # noqa: E402  # after the path
+from gpt2_onnx_core.block_quant import quantize_blocks, quantize_columns  # noqa: E402
 from gpt2_onnx_core.precisions import Quantization  # noqa: E402
-from gpt2_onnx_exporters.block_quant import quantize_blocks, quantize_columns  # noqa: E402
 
 LAYERS = 12
 PROJECTIONS = (("qkv", 768, 2304, "x"), ("o", 768, 768, "x"), ("fc", 768, 3072, "x"), ("proj", 3072, 768, "h"))

@@ -8,10 +8,11 @@ Exports the checkpoint at fp32, fp16, int8 and int4 (the exporter's defaults), t
 ``--accuracy-level``) and int8's DynamicQuantizeMatMul kernel (``--matmul-kernel dynamic``), one difference
 each. Each export is scored by ONNX Runtime (the decode graph over each window, ``gpt2_onnx_runtimes.perplexity``),
 the checkpoint once by PyTorch, all over the same token ids and windows (Hugging Face's sliding-window recipe,
-``gpt2_onnx_core.perplexity``). The int8 KV cache (``kv_cache='int8'``, a runtime option over the same exports)
-is scored as generation computes it: one decode step per scored token over the int8 cache. The exports skip their
-own parity check (``check=False``): the perplexity is what is
-measured here; ``gpt2-onnx verify`` judges parity.
+``gpt2_onnx_core.perplexity``). The runtime's prompt kernel (``prompt_kernel='dynamic'``: an int8 or int4
+export's projections through DynamicQuantizeMatMul, as prompts run them) scores the windows through it. The int8
+KV cache (``kv_cache='int8'``, a runtime option over the same exports) is scored as generation computes it: one
+decode step per scored token over the int8 cache. The exports skip their own parity check (``check=False``): the
+perplexity is what is measured here; ``gpt2-onnx verify`` judges parity.
 
 Writes benchmarks/results/<UTC stamp>-perplexity.json (every figure, the machine and the versions) and a Markdown
 table beside it; ``python benchmarks/performance_doc.py`` then puts the table in docs/performance.md.
@@ -36,7 +37,7 @@ from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 from gpt2_onnx.app.export import export_model  # noqa: E402  # after the repository is on the path
 from gpt2_onnx.app.perplexity import checkpoint_perplexity, export_perplexity, read_for_export  # noqa: E402
 from gpt2_onnx_core.config import ExportOptions  # noqa: E402
-from gpt2_onnx_core.layouts import KvCacheFormat  # noqa: E402
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel  # noqa: E402
 from gpt2_onnx_core.perplexity import PerplexityRequest  # noqa: E402
 from gpt2_onnx_core.precisions import MatMulKernel, int8_kv_cache_perplexity, precision_flag  # noqa: E402
 from gpt2_onnx_runtimes.export_folder import ExportFolder  # noqa: E402
@@ -55,11 +56,12 @@ class Variant:
     accuracy_level: int | None = None  # None: the precision's default
     matmul_kernel: MatMulKernel | None = None  # None: the precision's default
     kv_cache: KvCacheFormat = "float32"  # the runtime's cache format (int8: scored step by step, as generated)
+    prompt_kernel: PromptKernel = "export"  # the runtime's prompt kernel (dynamic: the windows through it)
 
     @property
     def export_name(self) -> str:
-        """The export's folder: variants differing in the runtime's cache only share it."""
-        return self.name.removesuffix("-kv-int8")
+        """The export's folder: variants differing in the runtime's options only share it."""
+        return self.name.removesuffix("-kv-int8").removesuffix("-prompt-dynamic")
 
     @property
     def name(self) -> str:
@@ -72,6 +74,8 @@ class Variant:
             parts.append(self.matmul_kernel)
         if self.kv_cache != "float32":
             parts.append(f"kv-{self.kv_cache}")
+        if self.prompt_kernel != "export":
+            parts.append(f"prompt-{self.prompt_kernel}")
         return "-".join(parts)
 
 
@@ -90,12 +94,15 @@ VARIANTS = (
     Variant("fp32", kv_cache="int8"),
     Variant("int8", kv_cache="int8"),
     Variant("int4", kv_cache="int8"),
+    Variant("int8", prompt_kernel="dynamic"),
+    Variant("int4", prompt_kernel="dynamic"),
+    Variant("int4", block_size=128, prompt_kernel="dynamic"),
 )
 
 
 def _export(model: Path, variant: Variant, folder: Path) -> Path:
     if (folder / variant.export_name / "manifest.json").is_file():
-        return folder / variant.export_name  # made for a variant that differs in the runtime's cache only
+        return folder / variant.export_name  # made for a variant that differs in the runtime's options only
     options = ExportOptions(
         model=str(model),
         output=folder / variant.export_name,
@@ -140,8 +147,13 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     for variant in variants:
         export = first if variant == variants[0] else ExportFolder.open(_export(args.model, variant, work))
         options = RuntimeOptions(intra_op_threads=args.threads, layout="split")
-        if variant.kv_cache != "float32":
-            options = RuntimeOptions(intra_op_threads=args.threads, layout="merged", kv_cache=variant.kv_cache)
+        if variant.kv_cache != "float32" or variant.prompt_kernel != "export":
+            options = RuntimeOptions(
+                intra_op_threads=args.threads,
+                layout="merged",
+                kv_cache=variant.kv_cache,
+                prompt_kernel=variant.prompt_kernel,
+            )
         with LoadedExport.open(export, options) as loaded:
             found = export_perplexity(loaded, text)
         quantization = export.manifest.export.get("quantization")

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+from gpt2_onnx_core.block_quant import dequantize, quantize_blocks, unpack
 from gpt2_onnx_core.compatibility import min_onnxruntime_for
 from gpt2_onnx_core.config import ExportOptions
 from gpt2_onnx_core.errors import ExportError, InvalidInputError
@@ -18,7 +19,6 @@ from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.names import DECODE, GRAPHS
 from gpt2_onnx_core.precisions import Quantization, precision_flag, precision_named, tolerance_for
 from gpt2_onnx_core.weights_index import INDEX_DTYPES, index_of_graphs
-from gpt2_onnx_exporters.block_quant import dequantize, quantize_blocks, unpack
 from gpt2_onnx_exporters.variants import GraphVariant, check_variant_tie
 from gpt2_onnx_runtimes.generate import generate_ids
 from gpt2_onnx_runtimes.generation import GenerationOptions

@@ -4,7 +4,10 @@ graphs as shipped) and ``auto`` (merged where the installed runtime has it). The
 takes exactly these names. Also the KV cache's modes (``run --in-place-kv``, RuntimeOptions.in_place_kv): ``auto``
 (written in place where it applies), ``on`` (refused where it does not), ``off`` (decode.onnx's own attention, which
 copies the past into a new present every step). And the KV cache's formats (``--kv-cache``, RuntimeOptions.kv_cache):
-``float32`` (exact) or ``int8`` (a quarter of the memory, written in place with per-channel scales)."""
+``float32`` (exact) or ``int8`` (a quarter of the memory, written in place with per-channel scales). And the
+prompt's kernel (``--prompt-kernel``, RuntimeOptions.prompt_kernel): ``export`` (the graph's own) or ``dynamic``
+(an int8 or int4 export's projections through DynamicQuantizeMatMul for prompts; see
+gpt2_onnx_runtimes.prompt_kernel)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ from gpt2_onnx_core.errors import OptionError
 __all__ = [
     "IN_PLACE_KV_MODES",
     "KV_CACHE_FORMATS",
+    "PROMPT_KERNELS",
     "SESSION_LAYOUTS",
     "InPlaceKv",
     "KvCacheFormat",
+    "PromptKernel",
     "SessionLayout",
     "kv_cache_format",
     "session_layout",
@@ -29,6 +34,8 @@ InPlaceKv = Literal["auto", "on", "off"]
 IN_PLACE_KV_MODES: tuple[InPlaceKv, ...] = get_args(InPlaceKv)
 KvCacheFormat = Literal["float32", "int8"]
 KV_CACHE_FORMATS: tuple[KvCacheFormat, ...] = get_args(KvCacheFormat)
+PromptKernel = Literal["export", "dynamic"]
+PROMPT_KERNELS: tuple[PromptKernel, ...] = get_args(PromptKernel)
 
 
 def session_layout(value: str) -> SessionLayout:

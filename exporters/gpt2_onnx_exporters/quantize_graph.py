@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
+from gpt2_onnx_core.block_quant import quantize_blocks, quantize_columns
 from gpt2_onnx_core.errors import ExportError
 from gpt2_onnx_core.precisions import Quantization
-from gpt2_onnx_exporters.block_quant import quantize_blocks, quantize_columns
 
 __all__ = ["CONTRIB_DOMAIN", "QuantizedTable", "QuantizedTables", "quantize_weights"]
 

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import mmap
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PrivateMap", "release_free_heap", "release_private_maps"]
+import numpy as np
+
+__all__ = ["PrivateMap", "release_free_heap", "release_private_maps", "release_shared_map"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +107,23 @@ def release_private_maps(path: Path) -> int:
             continue
         advised += found.end - found.start
     return advised
+
+
+def release_shared_map(mapped: np.ndarray) -> bool:
+    """Unmap the resident pages of ``mapped``, a read-only shared map of a file (``np.memmap`` mode 'r'), with
+    ``MADV_DONTNEED``: they stay in the page cache and a later read maps them again (a minor fault). For after a
+    session's creation has read every tensor once. True when the kernel took the advice."""
+    if not sys.platform.startswith("linux") or mapped.size == 0:
+        return False
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return False
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    start = mapped.ctypes.data - (mapped.ctypes.data % mmap.PAGESIZE)  # madvise takes a page-aligned start
+    end = mapped.ctypes.data + mapped.nbytes
+    return madvise(start, end - start, MADV_DONTNEED) == 0
 
 
 def release_free_heap() -> bool:

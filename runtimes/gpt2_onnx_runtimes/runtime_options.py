@@ -13,15 +13,17 @@ from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.layouts import (
     IN_PLACE_KV_MODES,
     KV_CACHE_FORMATS,
+    PROMPT_KERNELS,
     SESSION_LAYOUTS,
     InPlaceKv,
     KvCacheFormat,
+    PromptKernel,
     SessionLayout,
 )
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.versions import version_tuple
 
-__all__ = ["InPlaceKv", "KvCacheFormat", "RuntimeOptions", "SessionLayout", "resolve_layout"]
+__all__ = ["InPlaceKv", "KvCacheFormat", "PromptKernel", "RuntimeOptions", "SessionLayout", "resolve_layout"]
 
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 _LAYOUTS = SESSION_LAYOUTS
@@ -62,6 +64,13 @@ class RuntimeOptions:
     # the MLP) stay those of a chunk however long the prompt; the logits equal a whole-prompt run's. 0: one run.
     # None: 256 tokens with a float32 cache, 128 with the int8 one (:attr:`prefill_chunk_tokens`).
     prefill_chunk: int | None = None
+    # What multiplies a prompt's projections. export: the graph's own kernel for every run. dynamic: in an int8 or
+    # int4 export, runs of more than one token go through a second session whose MatMulNBits projections are
+    # DynamicQuantizeMatMul over int8 weights requantized per column when the export loads (ONNX Runtime's u8s8
+    # QGEMM, about twice as fast on a prompt), while decode steps keep the export's kernel. It costs the int8
+    # weights' memory besides the export's and changes a prompt's logits (gpt2_onnx_runtimes.prompt_kernel);
+    # merged layout, CPU only.
+    prompt_kernel: PromptKernel = "export"
 
     def __post_init__(self) -> None:
         if self.graph_optimization not in _OPT_LEVELS:
@@ -75,6 +84,15 @@ class RuntimeOptions:
         if self.kv_cache == "int8" and self.in_place_kv == "off":
             raise InvalidInputError(
                 "kv_cache 'int8' is written in place only; it cannot be used with in_place_kv 'off'"
+            )
+        if self.prompt_kernel not in PROMPT_KERNELS:
+            raise InvalidInputError(
+                f"prompt_kernel must be one of {', '.join(PROMPT_KERNELS)}, got '{self.prompt_kernel}'"
+            )
+        if self.prompt_kernel == "dynamic" and (self.layout == "split" or self.provider != "cpu"):
+            raise InvalidInputError(
+                "prompt_kernel 'dynamic' runs in the merged layout on the CPU provider only "
+                f"(layout '{self.layout}', provider '{self.provider}')"
             )
         if self.prefill_chunk is not None and self.prefill_chunk < 0:
             raise InvalidInputError(

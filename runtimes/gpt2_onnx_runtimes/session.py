@@ -48,6 +48,7 @@ from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.mapped_pages import release_free_heap, release_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
+from gpt2_onnx_runtimes.prompt_kernel import dynamic_prompt_graph
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
@@ -162,6 +163,10 @@ class LoadedExport:
         layout = resolve_layout(options)
         if layout == "split":
             refuse_in_place_split(options.in_place_kv, options.kv_cache)
+            if options.prompt_kernel != "export":
+                raise InvalidInputError(
+                    f"prompt_kernel '{options.prompt_kernel}' needs the merged layout, which this onnxruntime lacks"
+                )
         loaded = cls._merged(export, options, graphs[DECODE]) if layout == "merged" else None
         if loaded is None:
             loaded = cls._split(folder, manifest, options, graphs)
@@ -203,13 +208,17 @@ class LoadedExport:
         session_options = session_options_for(options)
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
         probes = probe_names(graph) if int8_cache else []
+        prompt = None
+        if options.prompt_kernel == "dynamic":  # first: its load's peak then sits on less of the process's memory
+            shared = shared or SharedWeights(folder / manifest.weights_file)
+            prompt = cls._prompt_session(folder, manifest, options, graph, shared)
         session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
         release_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
         if int8_cache:
             constants.update(cls._cache_scales(export, options, session, probes, constants))
         steps = StepSessions(
-            session,
+            prompt or session,
             session,
             prefill_takes_past=True,
             constant_inputs=constants,
@@ -217,7 +226,35 @@ class LoadedExport:
             in_place=in_place,
             cache_dtype=np.int8 if int8_cache else np.float32,
         )
-        return cls(folder, manifest, options, steps, {}, shared if constants else None)
+        return cls(folder, manifest, options, steps, {}, shared if constants or prompt else None)
+
+    @staticmethod
+    def _prompt_session(
+        folder: Path,
+        manifest: Manifest,
+        options: RuntimeOptions,
+        graph: onnx.ModelProto,
+        shared: SharedWeights,
+        kind: GraphKind = DECODE,
+    ) -> ort.InferenceSession:
+        """The session prompts run with ``prompt_kernel`` 'dynamic': ``graph`` with its projections through
+        DynamicQuantizeMatMul (:mod:`gpt2_onnx_runtimes.prompt_kernel`), the same inputs and outputs; its other
+        initializers are views of ``shared``, which must outlive the session. ``graph`` is built from the folder's
+        ``kind`` graph."""
+        path = folder / manifest.graphs[kind].file
+        prompt = dynamic_prompt_graph(graph, folder / manifest.weights_file, path)
+        session_options = session_options_for(options)
+        for ref in external_tensors(prompt.model, path):
+            if ref.name not in prompt.names:
+                session_options.add_initializer(ref.name, shared.value(ref))
+        prompt.add_to(session_options, {manifest.weights_file: shared.mapped()})
+        serialized = prompt.model.SerializeToString()
+        prompt.model.Clear()
+        session = create_session(serialized, session_options, options, f"the prompt kernel's {path.name}")
+        del prompt, serialized  # ONNX Runtime copied and prepacked the int8 weights while creating the session
+        release_free_heap()
+        shared.release_resident()  # the pages its copy read (the session's views fault back what a run reads)
+        return session
 
     @staticmethod
     def _cache_scales(
@@ -261,13 +298,21 @@ class LoadedExport:
         return self._steps
 
     def graph_session(self, kind: GraphKind) -> ort.InferenceSession:
-        """The session of the folder's own ``kind`` graph; in the merged layout created on first use."""
+        """The session of the folder's own ``kind`` graph; in the merged layout created on first use. With
+        ``prompt_kernel`` 'dynamic' its projections go through DynamicQuantizeMatMul as a prompt's do (what
+        ``verify``'s graph checks and the perplexity then measure)."""
         self.steps  # noqa: B018  # refuses a closed export
         with self._lock:
             session = self._graph_sessions.get(kind)
             if session is None:
                 graph = read_graph(self.folder / self.manifest.graphs[kind].file)
-                session = self._graph_session(self.folder, self.manifest, self.options, kind, graph, None)
+                if self.options.prompt_kernel == "dynamic":
+                    self.shared_weights = self.shared_weights or SharedWeights(self.folder / self.manifest.weights_file)
+                    session = self._prompt_session(
+                        self.folder, self.manifest, self.options, graph, self.shared_weights, kind
+                    )
+                else:
+                    session = self._graph_session(self.folder, self.manifest, self.options, kind, graph, None)
                 release_private_maps(self.folder / self.manifest.weights_file)
                 self._graph_sessions[kind] = session
             return session

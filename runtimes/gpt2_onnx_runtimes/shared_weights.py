@@ -25,6 +25,7 @@ import onnx
 
 from gpt2_onnx_core.errors import ManifestError
 from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
+from gpt2_onnx_runtimes.mapped_pages import release_shared_map
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -72,6 +73,14 @@ class SharedWeights:
         options.add_session_config_entry(DISABLE_PREPACKING, "1")
         log.debug("%s: %d initializers from the shared map of %s", path.name, count, self.path.name)
         return count
+
+    def release_resident(self) -> bool:
+        """Unmap the map's resident pages (they stay in the page cache; see mapped_pages.release_shared_map)."""
+        return release_shared_map(self._map)
+
+    def mapped(self) -> np.ndarray:
+        """The whole map, uint8 (bytes,): read-only."""
+        return self._map
 
     @property
     def mapped_bytes(self) -> int:
