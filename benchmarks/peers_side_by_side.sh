@@ -33,6 +33,7 @@ OURS_DEFAULTS=${OURS_DEFAULTS:-1}                    # 0: only the --ours given 
 SUFFIX=${SUFFIX:-peers}                              # results/<stamp>-SUFFIX.{json,md}
 DECODE_CONTEXTS=${DECODE_CONTEXTS:-}                 # e.g. 512,1000: decode runs after longer prompts too
 # KV_INT8=0: leave out our exports with the int8 KV cache (--kv-cache int8, the lossy option)
+# PROMPT_DYNAMIC=0: leave out our int8/int4 exports with --prompt-kernel dynamic (more memory, prompts through QGEMM)
 export PEERS_CACHE PYTHON
 
 # (1) The venvs: "NAME PYTHON" lines.
@@ -82,6 +83,11 @@ if [ "$OURS_DEFAULTS" = 1 ]; then
     systems+=(--ours "gpt2-onnx int8, --kv-cache int8" "$OUT/gpt2-onnx-int8" layout=merged kv_cache=int8)
     systems+=(--ours "gpt2-onnx int4, --kv-cache int8" "$OUT/gpt2-onnx-int4" layout=merged kv_cache=int8)
     systems+=(--ours "gpt2-onnx int4, --block-size 128, --kv-cache int8" "$OUT/gpt2-onnx-int4-b128" layout=merged kv_cache=int8)
+  fi
+  if [ "${PROMPT_DYNAMIC:-1}" = 1 ]; then  # the runtime's prompt kernel (run/serve --prompt-kernel dynamic)
+    systems+=(--ours "gpt2-onnx int8, --prompt-kernel dynamic" "$OUT/gpt2-onnx-int8" layout=merged prompt_kernel=dynamic)
+    systems+=(--ours "gpt2-onnx int4, --prompt-kernel dynamic" "$OUT/gpt2-onnx-int4" layout=merged prompt_kernel=dynamic)
+    systems+=(--ours "gpt2-onnx int4, --block-size 128, --kv-cache int8, --prompt-kernel dynamic" "$OUT/gpt2-onnx-int4-b128" layout=merged kv_cache=int8 prompt_kernel=dynamic)
   fi
 fi
 

@@ -10,6 +10,7 @@ refused with one clear line."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from onnx import numpy_helper
 
 from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_core.block_quant import BlockQuantized, dequantize
-from gpt2_onnx_core.errors import InvalidInputError
+from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.names import DECODE, LOGITS
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
@@ -30,7 +31,7 @@ from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.prompt_kernel import PROMPT_WEIGHTS_FILE, dynamic_prompt_graph
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import load_graph
+from tests.helpers import invoke, load_graph, one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 MICRO_INT4 = ROOT / "fixtures" / "pydocs-micro-int4"  # trained weights, committed
@@ -132,3 +133,59 @@ def test_it_is_refused_where_it_cannot_apply(shared_export: Callable[..., Path])
     for folder in (shared_export(), shared_export(precision="int8", matmul_kernel="dynamic")):
         with pytest.raises(InvalidInputError, match="needs an export whose projections are MatMulNBits blocks"):
             LoadedExport.load(folder, DYNAMIC)
+
+
+def test_run_with_the_prompt_kernel_and_its_refusals(shared_export: Callable[..., Path]) -> None:
+    int4 = shared_export(precision="int4")
+    args = ("--prompt", "Hello there", "--max-new-tokens", "6", "--no-stream", "--prompt-kernel")
+    result = invoke("run", str(int4), *args, "dynamic")
+    assert result.exit_code == 0 and result.stdout.startswith("Hello there"), result.output
+    fp32 = invoke("run", str(shared_export()), *args, "dynamic")
+    assert fp32.exit_code == 2 and "this one is fp32" in one_error_line(fp32.output), fp32.output
+    split = invoke("run", str(int4), *args, "dynamic", "--layout", "split")
+    assert split.exit_code == 2 and "merged layout on the CPU provider only" in one_error_line(split.output)
+    bad = invoke("run", str(int4), *args, "fast")
+    assert bad.exit_code == 2 and "fast" in bad.output
+
+
+def test_verify_checks_the_prompt_kernel_and_refuses_it_before_loading(
+    shared_export: Callable[..., Path],
+) -> None:
+    """``verify --prompt-kernel dynamic`` adds the graphs' runs and generation through the prompt kernel, judged
+    by the precision's limits; an export it cannot apply to is refused in one line before the source model loads."""
+    args = ("--steps", "4", "--batch-size", "2", "--prompt-kernel", "dynamic")
+    result = invoke("verify", str(shared_export(precision="int4")), *args, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["prompt_kernel"] == "dynamic" and report["result"] == "pass"
+    checks = [c["check"] for c in report["comparisons"] if c["check"].endswith("prompt kernel dynamic")]
+    assert any(c.startswith("prefill") for c in checks) and any(c.startswith("free-running") for c in checks)
+    assert any(c.startswith("generation row") for c in checks)
+    refused = invoke("verify", str(shared_export()), *args)
+    assert refused.exit_code == 2 and "this one is fp32" in one_error_line(refused.output), refused.output
+
+
+def test_serve_refuses_the_prompt_kernel_where_no_replica_could_load_it(shared_export: Callable[..., Path]) -> None:
+    from gpt2_onnx.app.serving import app_builder, check_here
+    from gpt2_onnx.cli.serve_cmd import _check_options
+
+    with pytest.raises(InvalidInputError, match="runs on the CPU provider only, not cuda"):
+        _check_options(None, False, 1, None, "cuda", None, "float32", "dynamic")
+    with pytest.raises(InvalidInputError, match="this one is fp32"):
+        check_here(shared_export(), None, "dynamic")
+    assert check_here(shared_export(precision="int4"), None, "dynamic").manifest.precision == "int4"
+    with pytest.raises(OptionError, match="prompt_kernel must be one of export, dynamic, got 'fast'"):
+        app_builder({"export": str(shared_export(precision="int4")), "prompt_kernel": "fast"})
+
+
+def test_bench_adds_a_prompt_kernel_row_for_each_block_quantized_folder(shared_export: Callable[..., Path]) -> None:
+    from gpt2_onnx.app.bench.run import system_specs
+    from gpt2_onnx_core.manifest import read_manifest
+
+    folders = [shared_export(), shared_export(precision="int4")]
+    manifests = [read_manifest(folder) for folder in folders]
+    specs = system_specs(folders, manifests, False, None, None, prompt_dynamic=True)
+    added = [spec for spec in specs if spec.label.endswith("+prompt-dynamic")]
+    assert [(spec.folder, spec.prompt_kernel, spec.layout) for spec in added] == [
+        (str(folders[1]), "dynamic", "merged")
+    ]

@@ -6,7 +6,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from gpt2_onnx_core.errors import OptionError
-from gpt2_onnx_core.layouts import KvCacheFormat, SessionLayout, kv_cache_format, session_layout
+from gpt2_onnx_core.layouts import (
+    KvCacheFormat,
+    PromptKernel,
+    SessionLayout,
+    kv_cache_format,
+    prompt_kernel,
+    session_layout,
+)
 from gpt2_onnx_core.providers import ProviderName
 
 __all__ = ["BenchSettings", "SystemSpec"]
@@ -119,6 +126,7 @@ class SystemSpec:
     share_weights: bool = True  # onnx, split layout: one map of the weights for both sessions (False: ONNX Runtime's)
     session_config: dict[str, str] = field(default_factory=dict)  # onnx: extra ONNX Runtime session config entries
     kv_cache: KvCacheFormat = "float32"  # onnx: the KV cache's format (int8: merged layout, in place, CPU)
+    prompt_kernel: PromptKernel = "export"  # onnx: what multiplies prompts (dynamic: merged layout, CPU, int8/int4)
     # A system from outside this package (e.g. a peer runtime under benchmarks/): "module:callable", called with
     # (spec, settings) in the worker and returning a BenchSystem; ``kind`` then only says how the report treats it.
     factory: str | None = None
@@ -127,6 +135,7 @@ class SystemSpec:
     def __post_init__(self) -> None:
         session_layout(self.layout)  # OptionError naming the choices, here rather than when the system loads
         kv_cache_format(self.kv_cache)
+        prompt_kernel(self.prompt_kernel)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

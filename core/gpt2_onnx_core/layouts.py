@@ -25,6 +25,7 @@ __all__ = [
     "PromptKernel",
     "SessionLayout",
     "kv_cache_format",
+    "prompt_kernel",
     "session_layout",
 ]
 
@@ -52,3 +53,11 @@ def kv_cache_format(value: str) -> KvCacheFormat:
         if value == name:
             return name
     raise OptionError(f"{{kv_cache}} must be one of {', '.join(KV_CACHE_FORMATS)}, got '{value}'", "kv_cache")
+
+
+def prompt_kernel(value: str) -> PromptKernel:
+    """``value`` as a :data:`PromptKernel`; :class:`OptionError` naming the choices for any other string."""
+    for name in PROMPT_KERNELS:
+        if value == name:
+            return name
+    raise OptionError(f"{{prompt_kernel}} must be one of {', '.join(PROMPT_KERNELS)}, got '{value}'", "prompt_kernel")

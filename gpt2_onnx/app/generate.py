@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpt2_onnx_core.integrity import IntegrityCheck
-from gpt2_onnx_core.layouts import InPlaceKv, KvCacheFormat, SessionLayout
+from gpt2_onnx_core.layouts import InPlaceKv, KvCacheFormat, PromptKernel, SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.api import Gpt2Onnx
 from gpt2_onnx_runtimes.export_folder import ExportFolder
@@ -47,10 +47,17 @@ def load_for_generation(
     layout: SessionLayout,
     in_place_kv: InPlaceKv = "auto",
     kv_cache: KvCacheFormat = "float32",
+    prompt_kernel: PromptKernel = "export",
 ) -> Gpt2Onnx:
     """The opened export with its tokenizer, on ``provider`` (never another), in session ``layout``, its KV cache
-    written in place or copied as ``in_place_kv`` says, in the format ``kv_cache`` names."""
+    written in place or copied as ``in_place_kv`` says, in the format ``kv_cache`` names, its prompts multiplied
+    by ``prompt_kernel``."""
     options = RuntimeOptions(
-        provider=provider, intra_op_threads=threads, layout=layout, in_place_kv=in_place_kv, kv_cache=kv_cache
+        provider=provider,
+        intra_op_threads=threads,
+        layout=layout,
+        in_place_kv=in_place_kv,
+        kv_cache=kv_cache,
+        prompt_kernel=prompt_kernel,
     )
     return Gpt2Onnx.open(export, options)

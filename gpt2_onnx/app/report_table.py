@@ -193,6 +193,17 @@ def _int8_cache_lines(report: VerifyReport) -> list[str]:
     return [f"Over the int8 KV cache: {with_int8_kv_cache(report.tolerance).describe()}"]
 
 
+def _prompt_kernel_lines(report: VerifyReport) -> list[str]:
+    """What the checks named 'prompt kernel …' ran, where verify ran them."""
+    if report.prompt_kernel == "export":
+        return []
+    return [
+        f"Prompt kernel {report.prompt_kernel}: the checks so named ran the export's projections through "
+        "DynamicQuantizeMatMul for every multi-token run (decode steps of generation through the export's own "
+        "kernel), judged by the same limits."
+    ]
+
+
 def render_report(report: VerifyReport) -> str:
     """The whole human report: header with the limits in force, the table, file integrity, every failure."""
     bad_files = sum(not f.ok for f in report.files)
@@ -201,6 +212,7 @@ def render_report(report: VerifyReport) -> str:
         f"Tolerances ({report.precision}): {report.tolerance.describe()}",
         f"Basis: {report.tolerance.basis}",
         *_int8_cache_lines(report),
+        *_prompt_kernel_lines(report),
         render_table(report.parity.comparisons, precision_named(report.precision).golden_from),
         f"Files: {len(report.files) - bad_files} of {plural(len(report.files), 'file')} match the manifest's sha256",
     ]

@@ -35,11 +35,12 @@ from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx_core.errors import InvalidInputError, ServingError, first_line
 from gpt2_onnx_core.integrity import IntegrityCheck
 from gpt2_onnx_core.interrupts import handlers_kept, signals_deferred
-from gpt2_onnx_core.layouts import KvCacheFormat, kv_cache_format
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel, kv_cache_format, prompt_kernel
 from gpt2_onnx_core.providers import PROVIDER_NAMES, provider_name
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
 from gpt2_onnx_runtimes.export_folder import ExportFolder
+from gpt2_onnx_runtimes.prompt_kernel import check_prompt_kernel
 from gpt2_onnx_runtimes.providers import ProviderName, ensure_provider_loadable
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 
@@ -76,6 +77,7 @@ class ReplicaConfig:
     provider: ProviderName = "cpu"
     threads: int | None = None  # ONNX Runtime intra-op threads per replica; None: its default
     kv_cache: KvCacheFormat = "float32"  # the running batch's cache format (int8: a quarter of the memory)
+    prompt_kernel: PromptKernel = "export"  # dynamic: an int8/int4 export's prompts through DynamicQuantizeMatMul
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,10 @@ class Gpt2OnnxReplica:
     def __init__(self, config: ReplicaConfig) -> None:
         bind_replica_grpc_to_node()  # before Serve starts it, once this constructor returns
         runtime = RuntimeOptions(
-            provider=config.provider, intra_op_threads=replica_threads(config), kv_cache=config.kv_cache
+            provider=config.provider,
+            intra_op_threads=replica_threads(config),
+            kv_cache=config.kv_cache,
+            prompt_kernel=config.prompt_kernel,
         )
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
@@ -170,6 +175,7 @@ BUILDER_ARGS = {
     "threads": "ONNX Runtime threads per replica [the CPUs Ray gives the replica]",
     "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
     "kv_cache": "float32 or int8 [float32]",
+    "prompt_kernel": "export or dynamic [export]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
     "timeout": f"seconds per request [{REQUEST_TIMEOUT_S:g}]",
     "max_body_bytes": f"[{MAX_BODY_BYTES}]",
@@ -197,11 +203,12 @@ def app_builder(args: dict[str, Any]) -> Any:
     threads = args.get("threads")
     provider = provider_name(str(args.get("provider", "cpu")))
     kv_cache = kv_cache_format(str(args.get("kv_cache", "float32")))
-    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads), kv_cache)
+    kernel = prompt_kernel(str(args.get("prompt_kernel", "export")))
+    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads), kv_cache, kernel)
     return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
 
 
-def check_here(folder: Path, provider: ProviderName | None) -> ExportFolder:
+def check_here(folder: Path, provider: ProviderName | None, kernel: PromptKernel = "export") -> ExportFolder:
     """The checks a replica's loading starts with, run here first on the folder opened as a replica opens it
     (:class:`ExportFolder`: manifest, ONNX Runtime version, files by presence and size, generation defaults; then
     its tokenizer, which serving needs) and, when given, the provider: a bad folder or an unusable provider is one
@@ -210,6 +217,7 @@ def check_here(folder: Path, provider: ProviderName | None) -> ExportFolder:
         ensure_provider_loadable(provider)
     export = ExportFolder.open(folder, IntegrityCheck(sha256=False))  # each replica hashes its own copy
     _ = export.tokenizer  # read now: a folder without a usable one is refused here
+    check_prompt_kernel(export.manifest, kernel)
     return export
 
 

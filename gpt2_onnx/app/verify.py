@@ -26,6 +26,7 @@ from gpt2_onnx_exporters.reference import ReferenceModel
 from gpt2_onnx_exporters.source import load_source
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.golden_check import check_golden
+from gpt2_onnx_runtimes.prompt_kernel import check_prompt_kernel
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
@@ -65,12 +66,33 @@ def _int8_cache_checks(suite: ParitySuite, batch: Sequence[Sequence[int]], steps
         suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, int8 KV cache")
 
 
+def _prompt_kernel_checks(suite: ParitySuite, main: Sequence[int], batch: Sequence[Sequence[int]], steps: int) -> None:
+    """The export's prompts through the prompt kernel: the folder's graphs run through it (prefill and decode
+    chained, decode from an empty past), then the generation batch and the free-running greedy run, whose prompts
+    the prompt session runs and whose steps the export's own kernel does; each check named so."""
+    before = len(suite.report.comparisons)
+    suite.prefill_and_decode_chain(main, steps)
+    suite.decode_with_empty_past(main)
+    suite.generation_batch(batch, steps=min(steps, 8))
+    suite.free_running_greedy(batch, steps)
+    for index in range(before, len(suite.report.comparisons)):
+        comparison = suite.report.comparisons[index]
+        suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, prompt kernel dynamic")
+
+
 def check_before_loading(options: VerifyOptions) -> None:
-    """What can be refused before any model loads: the provider (loading the source model takes seconds), and an
-    int8 KV cache anywhere but on the CPU."""
+    """What can be refused before any model loads: the provider (loading the source model takes seconds), an
+    int8 KV cache or the prompt kernel anywhere but on the CPU, and the prompt kernel for an export without
+    blocks."""
     ensure_provider_loadable(options.provider)
     if options.kv_cache != "float32" and options.provider != "cpu":
         raise InvalidInputError(f"--kv-cache {options.kv_cache} runs on the CPU provider only, not {options.provider}")
+    if options.prompt_kernel != "export":
+        if options.provider != "cpu":
+            raise InvalidInputError(
+                f"--prompt-kernel {options.prompt_kernel} runs on the CPU provider only, not {options.provider}"
+            )
+        check_prompt_kernel(read_manifest(options.folder), options.prompt_kernel)
 
 
 def verify_export(options: VerifyOptions, report: StageReporter | None = None) -> VerifyReport:
@@ -113,9 +135,16 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
     with stages.stage("golden vectors"):
         _golden(suite, loaded, generation)
     scored = loaded
+    if options.prompt_kernel != "export":
+        with stages.stage(f"prompt kernel {options.prompt_kernel}"):
+            scored = LoadedExport.open(export, replace(runtime, layout="merged", prompt_kernel=options.prompt_kernel))
+            _prompt_kernel_checks(
+                ParitySuite(scored, reference, tolerance, suite.report, scored), main, batch, options.steps
+            )
     if options.kv_cache == "int8":
         with stages.stage("int8 KV cache"):
-            scored = LoadedExport.open(export, replace(runtime, layout="merged", kv_cache="int8"))
+            cached = replace(runtime, layout="merged", kv_cache="int8", prompt_kernel=options.prompt_kernel)
+            scored = LoadedExport.open(export, cached)
             cache = ParitySuite(loaded, reference, with_int8_kv_cache(tolerance), suite.report, scored)
             _int8_cache_checks(cache, batch, options.steps)
     perplexity = None
@@ -134,5 +163,6 @@ def verify_export(options: VerifyOptions, report: StageReporter | None = None) -
         timings=dict(stages.timings),
         generation_layout=generation.layout,
         kv_cache=options.kv_cache,
+        prompt_kernel=options.prompt_kernel,
         perplexity=perplexity,
     )

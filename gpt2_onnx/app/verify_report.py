@@ -12,7 +12,7 @@ from typing import Any
 from gpt2_onnx_core.config import ModelDims
 from gpt2_onnx_core.errors import ManifestError, SourceMismatchError
 from gpt2_onnx_core.hashing import sha256_file
-from gpt2_onnx_core.layouts import KvCacheFormat
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel
 from gpt2_onnx_core.manifest import Manifest
 from gpt2_onnx_core.parity import ParityReport
 from gpt2_onnx_core.perplexity import PerplexityComparison
@@ -36,6 +36,9 @@ class VerifyOptions:
     perplexity_stride: int | None = None  # tokens between window starts (None: half the window)
     # int8: also generation over an int8 KV cache (its steps and greedy run; perplexity, if asked, through it)
     kv_cache: KvCacheFormat = "float32"
+    # dynamic: also the export's prompts through DynamicQuantizeMatMul (the graphs' runs, the generation batch and
+    # greedy run through the prompt session; the int8 cache's checks and perplexity, if asked, through it too)
+    prompt_kernel: PromptKernel = "export"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class VerifyReport:
     timings: dict[str, float] = field(default_factory=dict)
     generation_layout: str = "split"  # the session layout free-running generation was checked in
     kv_cache: str = "float32"  # the KV cache format generation was also checked with
+    prompt_kernel: str = "export"  # the prompt kernel generation and the graphs were also checked with
     perplexity: PerplexityComparison | None = None  # with --perplexity
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -89,6 +93,7 @@ class VerifyReport:
             "precision": self.precision,
             "generation_layout": self.generation_layout,
             "kv_cache": self.kv_cache,
+            "prompt_kernel": self.prompt_kernel,
             "tolerance": self.tolerance.to_json(),
             "failures": self.failures(),
             "comparisons": [c.to_json() for c in self.parity.comparisons],

@@ -146,6 +146,12 @@ def _lengths(text: str, name: str) -> tuple[int, ...]:
     "in place; CPU only), labelled +kv-int8.",
 )
 @click.option(
+    "--prompt-dynamic",
+    is_flag=True,
+    help="Also measure each int8 or int4 folder with its prompts through DynamicQuantizeMatMul (--prompt-kernel "
+    "dynamic of run and serve: merged layout, CPU only; more memory), labelled +prompt-dynamic.",
+)
+@click.option(
     "--decode-before-prefill",
     "decode_steps_before_prefill",
     type=click.IntRange(min=0),
@@ -179,6 +185,7 @@ def bench(
     no_eager: bool,
     unshared: bool,
     int8_kv: bool,
+    prompt_dynamic: bool,
     decode_steps_before_prefill: int,
     perplexity: Path | None,
     perplexity_window: int | None,
@@ -227,7 +234,7 @@ def bench(
     )
     report = bench_exports(
         list(folders), settings, eager=not no_eager, model=model, model_seed=model_seed, unshared=unshared,
-        int8_kv=int8_kv, progress=progress,
+        int8_kv=int8_kv, prompt_dynamic=prompt_dynamic, progress=progress,
         perplexity=None if perplexity is None else PerplexityRequest(perplexity, perplexity_window, perplexity_stride),
     )  # fmt: skip
     if as_json:

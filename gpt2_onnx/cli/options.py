@@ -15,7 +15,7 @@ import click
 from click.core import ParameterSource
 
 from gpt2_onnx_core.errors import InvalidInputError
-from gpt2_onnx_core.layouts import KV_CACHE_FORMATS
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, PROMPT_KERNELS
 from gpt2_onnx_core.providers import PROVIDER_NAMES
 
 __all__ = [
@@ -79,6 +79,22 @@ def kv_cache_option(help_text: str) -> Callable[[F], F]:
     """``--kv-cache float32|int8``: the KV cache's format (RuntimeOptions.kv_cache) on run, serve and verify."""
     return click.option(
         "--kv-cache", type=click.Choice(KV_CACHE_FORMATS), default="float32", show_default=True, help=help_text
+    )
+
+
+PROMPT_KERNEL_HELP = (
+    "What multiplies a prompt's projections: export = the export's own kernel; dynamic = for an int8 or int4 "
+    "export, prompts through ONNX Runtime's DynamicQuantizeMatMul over int8 weights requantized at load (about "
+    "twice as fast a prompt on the CPU; more memory: the int8 weights besides the export's; decode steps keep the "
+    "export's kernel; docs/performance.md states the speed, memory and perplexity change). Merged layout, CPU."
+)
+
+
+def prompt_kernel_option(help_text: str = PROMPT_KERNEL_HELP) -> Callable[[F], F]:
+    """``--prompt-kernel export|dynamic``: what multiplies a prompt's projections (RuntimeOptions.prompt_kernel) on
+    run, serve and verify."""
+    return click.option(
+        "--prompt-kernel", type=click.Choice(PROMPT_KERNELS), default="export", show_default=True, help=help_text
     )
 
 

@@ -16,6 +16,7 @@ from gpt2_onnx.cli.integrity import fingerprint_options, integrity_option
 from gpt2_onnx.cli.options import (
     json_option,
     kv_cache_option,
+    prompt_kernel_option,
     provider_option,
     refuse_given,
     threads_option,
@@ -28,6 +29,7 @@ from gpt2_onnx_core.layouts import (
     SESSION_LAYOUTS,
     InPlaceKv,
     KvCacheFormat,
+    PromptKernel,
     SessionLayout,
 )
 from gpt2_onnx_core.manifest import Manifest
@@ -247,6 +249,7 @@ def _random_weights_note(manifest: Manifest) -> None:
     "with per-channel scales measured on the export as it loads; changes the logits slightly: docs/performance.md "
     "states the perplexity change)."
 )
+@prompt_kernel_option()
 @integrity_option
 @verbose_option
 @click.pass_context
@@ -265,6 +268,7 @@ def run(
     layout: SessionLayout,
     in_place_kv: InPlaceKv,
     kv_cache: KvCacheFormat,
+    prompt_kernel: PromptKernel,
     no_sha256_check: bool,
     **flags: Any,
 ) -> None:
@@ -292,7 +296,7 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    model = load_for_generation(export, provider, threads, layout, in_place_kv, kv_cache)
+    model = load_for_generation(export, provider, threads, layout, in_place_kv, kv_cache, prompt_kernel)
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpt2_onnx.cli.options import VERBOSE_KEY, kv_cache_option, provider_option, verbose_option
+from gpt2_onnx.cli.options import (
+    VERBOSE_KEY,
+    kv_cache_option,
+    prompt_kernel_option,
+    provider_option,
+    verbose_option,
+)
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
 from gpt2_onnx_core.interrupts import ignore_interrupts
-from gpt2_onnx_core.layouts import KvCacheFormat
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS, MAX_BODY_BYTES, MAX_WAITING, REQUEST_TIMEOUT_S
 
@@ -47,10 +53,13 @@ def _check_options(
     provider: ProviderName,
     gpus_per_replica: float | None,
     kv_cache: KvCacheFormat = "float32",
+    prompt_kernel: PromptKernel = "export",
 ) -> None:
     """Refuse combinations that would otherwise be ignored or fail in every replica."""
     if kv_cache != "float32" and provider != "cpu":
         raise InvalidInputError(f"--kv-cache {kv_cache} runs on the CPU provider only, not {provider}")
+    if prompt_kernel != "export" and provider != "cpu":
+        raise InvalidInputError(f"--prompt-kernel {prompt_kernel} runs on the CPU provider only, not {provider}")
     if detach and address is None:
         raise InvalidInputError("--detach needs --address: an embedded Ray ends with this command")
     if max_replicas is not None and max_replicas < replicas:
@@ -120,6 +129,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     "The running batch's KV cache: float32 (exact) or int8 (a quarter of the memory, scales measured on the "
     "export as each replica loads; CPU only; its perplexity change is in docs/performance.md)."
 )
+@prompt_kernel_option()
 @click.option(
     "--max-queue",
     type=click.IntRange(min=0),
@@ -157,6 +167,7 @@ def serve(
     gpus_per_replica: float | None,
     max_batch: int,
     kv_cache: KvCacheFormat,
+    prompt_kernel: PromptKernel,
     max_queue: int,
     timeout: float,
     max_body_bytes: int,
@@ -172,10 +183,10 @@ def serve(
       gpt2-onnx serve out --replicas 2 --api-key secret
       gpt2-onnx serve /shared/out --address ray://head:10001 --replicas 4 --detach
     """
-    _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica, kv_cache)
+    _check_options(address, detach, replicas, max_replicas, provider, gpus_per_replica, kv_cache, prompt_kernel)
     root = click.get_current_context().find_root()
     verbose = bool(root.params.get("verbose") or root.meta.get(VERBOSE_KEY))  # -v before or after COMMAND
-    _prepare_serving(export, address, provider)
+    _prepare_serving(export, address, provider, prompt_kernel)
     from gpt2_onnx.app import serving  # imported by _prepare_serving, which reports a missing extra
     from gpt2_onnx.app.loopback import is_loopback
     from gpt2_onnx.app.openai_api import ApiSettings
@@ -192,6 +203,7 @@ def serve(
         provider=provider,
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
         kv_cache=kv_cache,
+        prompt_kernel=prompt_kernel,
     )
     config = _serve_config(
         replica,
@@ -213,7 +225,9 @@ def serve(
         click.echo("Stopped.", err=True)
 
 
-def _prepare_serving(export: Path, address: str | None, provider: ProviderName) -> None:
+def _prepare_serving(
+    export: Path, address: str | None, provider: ProviderName, kernel: PromptKernel = "export"
+) -> None:
     """Set Ray's environment before it is imported, import the application layer's serving (the serve extra), and
     check the export where it can be checked: here without --address; on a cluster only if the folder is here."""
     if address is None:  # before Ray is imported: its services then listen on loopback only
@@ -226,9 +240,9 @@ def _prepare_serving(export: Path, address: str | None, provider: ProviderName) 
     except ImportError as exc:
         raise MissingDependencyError(f"{EXTRA_HINT} ({exc})") from exc
     if address is None:
-        serving.check_here(export, provider)
+        serving.check_here(export, provider, kernel)
     elif export.exists():  # on a cluster the folder may exist on its nodes only, and the GPUs too
-        serving.check_here(export, None)
+        serving.check_here(export, None, kernel)
 
 
 def _serve_config(

@@ -16,13 +16,14 @@ from gpt2_onnx.cli.options import (
     json_option,
     kv_cache_option,
     perplexity_options,
+    prompt_kernel_option,
     provider_option,
     refuse_window_without_text,
     threads_option,
     verbose_option,
 )
 from gpt2_onnx_core.errors import OutputPathError, ParityError
-from gpt2_onnx_core.layouts import KvCacheFormat
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel
 from gpt2_onnx_core.manifest import read_manifest
 from gpt2_onnx_core.precisions import PRECISIONS
 from gpt2_onnx_core.providers import ProviderName
@@ -76,6 +77,11 @@ def _perplexity_limits() -> str:
     "int8: also check generation over an int8 KV cache (run/serve --kv-cache int8), judged by the precision's "
     "limits plus the cache's; with --perplexity, the export's perplexity is scored through it."
 )
+@prompt_kernel_option(
+    "dynamic: also check the export with its prompts through DynamicQuantizeMatMul (run/serve --prompt-kernel "
+    "dynamic; int8 and int4 exports): the graphs' runs, the generation batch and greedy run, judged by the "
+    "precision's limits; with --kv-cache int8 the cache's checks, and with --perplexity the score, run through it."
+)
 @perplexity_options("the source model and the export")
 @verbose_option
 @click.pass_context
@@ -93,6 +99,7 @@ def verify(
     perplexity_window: int | None,
     perplexity_stride: int | None,
     kv_cache: KvCacheFormat,
+    prompt_kernel: PromptKernel,
 ) -> None:
     """Measure an export's parity with its source model and fail if a tolerance is exceeded.
 
@@ -112,6 +119,7 @@ def verify(
       gpt2-onnx verify out --json > report.json
       gpt2-onnx verify out --perplexity heldout.txt --perplexity-window 512 --perplexity-stride 256
       gpt2-onnx verify out --kv-cache int8 --perplexity heldout.txt
+      gpt2-onnx verify out-int4 --prompt-kernel dynamic
     """
     from gpt2_onnx.app.report_table import render_report
 
@@ -133,6 +141,7 @@ def verify(
         perplexity_window,
         perplexity_stride,
         kv_cache,
+        prompt_kernel,
     )
     check_before_loading(options)  # one line, before the source model loads
     display = StageDisplay()

@@ -13,7 +13,7 @@ import numpy as np
 from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_core.bench_protocol import GenerationTiming
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
-from gpt2_onnx_core.layouts import KvCacheFormat, SessionLayout
+from gpt2_onnx_core.layouts import KvCacheFormat, PromptKernel, SessionLayout
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_runtimes.generation import Generation, GenerationOptions
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
@@ -35,6 +35,7 @@ class OnnxSystem:
         share_weights: bool = True,
         session_config: Mapping[str, str] | None = None,
         kv_cache: KvCacheFormat = "float32",
+        prompt_kernel: PromptKernel = "export",
     ) -> None:
         self.options = RuntimeOptions(
             provider=provider,
@@ -44,6 +45,7 @@ class OnnxSystem:
             share_weights=share_weights,
             session_config=dict(session_config or {}),
             kv_cache=kv_cache,
+            prompt_kernel=prompt_kernel,
         )
         self.folder = folder
         self._loaded: LoadedExport | None = None
@@ -61,6 +63,7 @@ class OnnxSystem:
             spec.share_weights,
             spec.session_config,
             spec.kv_cache,
+            spec.prompt_kernel,
         )
 
     @property

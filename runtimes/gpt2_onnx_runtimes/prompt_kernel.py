@@ -43,9 +43,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gpt2_onnx_core.block_quant import BlockQuantized, dequantize, quantize_columns
 from gpt2_onnx_core.errors import InvalidInputError, ManifestError
+from gpt2_onnx_core.layouts import PromptKernel
+from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.precisions import precision_named
 from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
 
-__all__ = ["PROMPT_WEIGHTS_FILE", "PromptGraph", "dynamic_prompt_graph"]
+__all__ = ["PROMPT_WEIGHTS_FILE", "PromptGraph", "check_prompt_kernel", "dynamic_prompt_graph", "prompt_kernel_applies"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,30 @@ class PromptGraph:
         options.add_external_initializers_from_files_in_memory(  # type: ignore[attr-defined]
             list(found), list(found.values()), [int(array.nbytes) for array in found.values()]
         )
+
+
+_NEEDS = (
+    "prompt_kernel 'dynamic' needs an export whose projections are MatMulNBits blocks (--precision int8 or int4 "
+    "with the default --matmul-kernel)"
+)
+
+
+def prompt_kernel_applies(manifest: Manifest) -> bool:
+    """Whether the export's projections are MatMulNBits blocks (int8 or int4 with the default kernel)."""
+    quantization = manifest.export.get("quantization") or {}
+    flag = precision_named(manifest.precision).flag
+    return flag in ("int8", "int4") and quantization.get("kernel", "matmulnbits") == "matmulnbits"
+
+
+def check_prompt_kernel(manifest: Manifest, kernel: PromptKernel) -> None:
+    """Refuse ``kernel`` for an export it cannot apply to, from its manifest alone (before any graph is read): a
+    precision without blocks, or int8 exported with ``--matmul-kernel dynamic`` (its projections are
+    DynamicQuantizeMatMul already)."""
+    if kernel == "export" or prompt_kernel_applies(manifest):
+        return
+    kind = (manifest.export.get("quantization") or {}).get("kernel")
+    flag = precision_named(manifest.precision).flag
+    raise InvalidInputError(f"{_NEEDS}; this one is {flag}" + (f" with {kind}" if kind else ""))
 
 
 def _aligned(nbytes: int) -> int:
@@ -166,10 +193,7 @@ def dynamic_prompt_graph(model: onnx.ModelProto, weights: Path, graph_path: Path
         replaced.update((weight, scales))
     del data
     if not chosen:
-        raise InvalidInputError(
-            "prompt_kernel 'dynamic' needs an export whose projections are MatMulNBits blocks (--precision int8 or "
-            "int4 with the default --matmul-kernel); this export has none"
-        )
+        raise InvalidInputError(f"{_NEEDS}; this graph has none")
     still_read = {name for node in graph.node for name in node.input}
     kept = [tensor for tensor in graph.initializer if tensor.name not in replaced or tensor.name in still_read]
     del graph.initializer[:]

@@ -48,7 +48,7 @@ from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.mapped_pages import release_free_heap, release_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
-from gpt2_onnx_runtimes.prompt_kernel import dynamic_prompt_graph
+from gpt2_onnx_runtimes.prompt_kernel import check_prompt_kernel, dynamic_prompt_graph
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
 from gpt2_onnx_runtimes.shared_weights import DISABLE_PREPACKING, SharedWeights
@@ -159,6 +159,7 @@ class LoadedExport:
     def open(cls, export: ExportFolder, options: RuntimeOptions) -> LoadedExport:
         """Create the sessions of an opened folder (its files already checked) in the layout asked for."""
         folder, manifest = export.path, export.manifest
+        check_prompt_kernel(manifest, options.prompt_kernel)
         graphs = check_folder(folder, manifest, options)
         layout = resolve_layout(options)
         if layout == "split":

@@ -16,6 +16,7 @@ from gpt2_onnx_core.errors import InvalidInputError, OptionError
 from gpt2_onnx_core.manifest import Manifest, read_manifest
 from gpt2_onnx_core.perplexity import PerplexityRequest
 from gpt2_onnx_core.precisions import precision_named
+from gpt2_onnx_runtimes.prompt_kernel import prompt_kernel_applies
 
 __all__ = ["bench_exports", "measure", "system_specs"]
 
@@ -59,10 +60,12 @@ def system_specs(
     model_seed: int | None,
     unshared: bool = False,
     int8_kv: bool = False,
+    prompt_dynamic: bool = False,
 ) -> list[SystemSpec]:
     """The eager baseline (the first folder's source unless ``model`` is given), then each folder; with
     ``unshared`` each float32 folder again in the split layout, with ``int8_kv`` each folder again over an int8 KV
-    cache."""
+    cache, with ``prompt_dynamic`` each int8 or int4 folder with MatMulNBits projections again with its prompts
+    through DynamicQuantizeMatMul."""
     specs = [
         SystemSpec("onnx", label, folder=str(folder)) for label, folder in zip(_labels(folders), folders, strict=True)
     ]
@@ -76,6 +79,12 @@ def system_specs(
         specs += [
             SystemSpec("onnx", f"{label}+kv-int8", folder=str(folder), layout="merged", kv_cache="int8")
             for label, folder in zip(_labels(folders), folders, strict=True)
+        ]
+    if prompt_dynamic:  # each block-quantized folder again, its prompts through DynamicQuantizeMatMul
+        specs += [
+            SystemSpec("onnx", f"{label}+prompt-dynamic", folder=str(folder), layout="merged", prompt_kernel="dynamic")
+            for label, folder, manifest in zip(_labels(folders), folders, manifests, strict=True)
+            if prompt_kernel_applies(manifest)
         ]
     if not eager:
         return specs
@@ -103,6 +112,7 @@ def bench_exports(
     model_seed: int | None = None,
     unshared: bool = False,
     int8_kv: bool = False,
+    prompt_dynamic: bool = False,
     progress: Progress | None = None,
     perplexity: PerplexityRequest | None = None,
 ) -> BenchReport:
@@ -120,7 +130,13 @@ def bench_exports(
         raise OptionError(
             "{int8_kv} applies on the CPU only (the int8 cache is written in place in host memory)", "int8_kv"
         )
-    specs = system_specs(folders, manifests, eager, model, model_seed, unshared, int8_kv)
+    if prompt_dynamic and settings.provider != "cpu":
+        raise OptionError("{prompt_dynamic} applies on the CPU only (DynamicQuantizeMatMul)", "prompt_dynamic")
+    if prompt_dynamic and not any(prompt_kernel_applies(manifest) for manifest in manifests):
+        raise OptionError(
+            "{prompt_dynamic} needs an int8 or int4 folder with MatMulNBits projections", "prompt_dynamic"
+        )
+    specs = system_specs(folders, manifests, eager, model, model_seed, unshared, int8_kv, prompt_dynamic)
     if perplexity is None:
         return measure(specs, settings, manifests[0], progress)[0]
     # ONNX Runtime in this process only where perplexity is asked for
