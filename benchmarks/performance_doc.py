@@ -42,6 +42,13 @@ KINDS = (
         "beside the CPU provider's default path, one interleaved run.",
     ),
     Kind(
+        "-peers-prompt-kernel",
+        "The prompt kernel beside the peers",
+        '`PEERS="openvino llama-cpp" OURS_DEFAULTS=0 SUFFIX=peers-prompt-kernel benchmarks/peers_side_by_side.sh '
+        "--ours ...`: our int8 and int4 exports with and without the runtime's `--prompt-kernel dynamic` "
+        "(`runtimes/gpt2_onnx_runtimes/prompt_kernel.py`) beside OpenVINO GenAI and llama.cpp, one interleaved run.",
+    ),
+    Kind(
         "-modes",
         "gpt2-onnx's own CPU modes, before and after",
         "`benchmarks/runtime_modes.sh`: the merged and split session layouts, ONNX Runtime's spinning, `--optimize`, "
