@@ -264,3 +264,16 @@ def other_work(before: dict[str, float], after: dict[str, float], wall_s: float)
         "other_cores": max(others, 0.0) / wall_s,
         "steal_cores": (after["steal"] - before["steal"]) / wall_s,
     }
+
+
+def save_result(results: Path, suffix: str, text: str, raw: dict[str, Any]) -> Path:
+    """Write ``results``/<UTC stamp>``suffix``.md (``text``) and the .json beside it (``raw``); returns the .md."""
+    import datetime
+    import json
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{stamp}{suffix}.md"
+    path.write_text(text, encoding="utf-8")
+    path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    return path

@@ -15,7 +15,6 @@ export and cache, per round.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
 import json
 import subprocess
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from peers_report import cpu_line  # benchmarks/, beside this script
+from peers_report import cpu_line, save_result  # benchmarks/, beside this script
 
 from gpt2_onnx.app.bench.memory import memory_snapshot
 from gpt2_onnx_runtimes.generation import Generation
@@ -126,16 +125,12 @@ def main() -> None:
         parser.error("give at least one export folder")
     found = measure(args)
     text = report(found, args)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{stamp}-prefill-chunk.md"
-    path.write_text(text, encoding="utf-8")
     settings = {key: value for key, value in vars(args).items() if key not in ("folders", "one")}
     rounds = [
         {"export": name, "kv_cache": kv, "chunk": chunk, **figures} for (name, kv, chunk), figures in found.items()
     ]
     raw = {"cpu": cpu_line(), "settings": settings, "rounds": rounds}
-    path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    path = save_result(RESULTS, "-prefill-chunk", text, raw)
     print(text + f"\nwritten: {path} and its .json")
 
 
