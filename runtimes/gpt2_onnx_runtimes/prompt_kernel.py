@@ -11,8 +11,8 @@ keep the export's own graph.
 
 How: every ``MatMulNBits`` of the generation graph whose weight only projections read (not the tied table, which the
 embedding lookup reads too: the head multiplies one row per prompt) is replaced by ``DynamicQuantizeMatMul`` over
-int8 weights made when the export loads: the blocks dequantized as the export stores them (one column at a time,
-in float32) and quantized again per column, W[k, n] ≈ q[k, n] · scale[n] (:mod:`gpt2_onnx_core.block_quant`). So
+int8 weights made when the export loads: the blocks dequantized as the export stores them (one projection at a
+time, in float32) and quantized again per column, W[k, n] ≈ q[k, n] · scale[n] (:mod:`gpt2_onnx_core.block_quant`). So
 the prompt graph computes the export's own quantized weights up to int8 rounding (a 4-bit block's step is 1/7 of
 its largest weight, the column's int8 step 1/127 of the column's), plus the per-call quantization of the
 activations. Both sessions write the same in-place cache; the inputs, outputs and constant inputs are the same.
@@ -25,9 +25,9 @@ the session as views of one read-only map of the export's weights file (``add_in
 :class:`gpt2_onnx_runtimes.shared_weights.SharedWeights`), so they are not copied again.
 
 What it costs: the int8 weights, prepacked, and a second prepacked copy of the head (for GPT-2-small int4 about
-110 MiB of RSS); while the prompt session is created, the in-memory file and ONNX Runtime's copy of it besides
-(about 170 MiB more for a moment); a second session's setup at load; and a prompt's logits (its perplexity change
-is in docs/performance.md).
+110 MiB more RSS once loaded); while the prompt session is created, the in-memory file and ONNX Runtime's copy of it
+besides (a load peak of about 360 MiB against 207 for GPT-2-small int4); a second session's setup at load (about
+1 s); and a prompt's logits (its perplexity change is in docs/performance.md).
 """
 
 from __future__ import annotations
