@@ -86,6 +86,13 @@ KINDS = (
         "clients, rounds alternating between the two.",
     ),
     Kind(
+        "-serve-peers-prompt-kernel",
+        "Serving beside llama.cpp's server, with the prompt kernel",
+        '`python benchmarks/serve_peers.py --llama-server BIN --pair int4 ... --pair "int4, --prompt-kernel dynamic" '
+        "... prompt-kernel=dynamic ...`: the int4 pairs of `benchmarks/serve_peers.sh` again, after the prompt "
+        "session's threads stopped spinning between prompts; same requests and clients.",
+    ),
+    Kind(
         "-batch-cache",
         "The serving batch's KV cache",
         "`python benchmarks/batch_cache.py FOLDER`: the serving engine's running batch with its KV cache copied into "
