@@ -32,6 +32,7 @@ import ctypes
 import logging
 import mmap
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,18 +89,29 @@ def _private_maps(path: Path, smaps_text: str) -> list[PrivateMap]:
     return found
 
 
+def _madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise(start, length, advice)`` (0 on success), or None off Linux or without it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
 def release_private_maps(path: Path) -> int:
     """Unmap the resident pages of every private map of ``path`` (see the module's docstring for which advice
     each map gets); returns the bytes advised (0 where the platform has no such advice)."""
-    if not sys.platform.startswith("linux") or not _SMAPS.is_file():
+    madvise = _madvise()
+    if madvise is None or not _SMAPS.is_file():
         return 0
     try:
         maps = _private_maps(path, _SMAPS.read_text(encoding="utf-8", errors="replace"))
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
+    except OSError:
         return 0
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
     advised = 0
     for found in maps:
         if madvise(found.start, found.end - found.start, found.advice) != 0:  # PAGEOUT: EINVAL before Linux 5.4
@@ -113,14 +125,9 @@ def release_shared_map(mapped: np.ndarray) -> bool:
     """Unmap the resident pages of ``mapped``, a read-only shared map of a file (``np.memmap`` mode 'r'), with
     ``MADV_DONTNEED``: they stay in the page cache and a later read maps them again (a minor fault). For after a
     session's creation has read every tensor once. True when the kernel took the advice."""
-    if not sys.platform.startswith("linux") or mapped.size == 0:
+    madvise = _madvise()
+    if madvise is None or mapped.size == 0:
         return False
-    try:
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return False
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
     start = mapped.ctypes.data - (mapped.ctypes.data % mmap.PAGESIZE)  # madvise takes a page-aligned start
     end = mapped.ctypes.data + mapped.nbytes
     return madvise(start, end - start, MADV_DONTNEED) == 0
