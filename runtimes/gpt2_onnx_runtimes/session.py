@@ -215,8 +215,7 @@ class LoadedExport:
             shared = shared or SharedWeights(folder / manifest.weights_file)
             prompt = cls._prompt_session(folder, manifest, options, graph, shared)
             # Both sessions read the tensors neither prepacks (the tied table's rows, norms, biases) from one map.
-            for ref in external_tensors(graph, folder / manifest.graphs[DECODE].file):
-                session_options.add_initializer(ref.name, shared.value(ref))
+            shared.add_to(session_options, graph, folder / manifest.graphs[DECODE].file, prepacking=True)
         session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
         del graph
         release_private_maps(folder / manifest.weights_file)  # what prepacking read (gpt2_onnx_runtimes.mapped_pages)
@@ -256,9 +255,7 @@ class LoadedExport:
             # the same cores: measured on GPT-2-small int4 (2 threads), decode 5.6-6.0 ms/token with it spinning
             # against 4.1 without, the export kernel's own speed; the step session keeps ONNX Runtime's default.
             session_options.add_session_config_entry(_SPINNING, "0")
-        for ref in external_tensors(prompt.model, path):
-            if ref.name not in prompt.names:
-                session_options.add_initializer(ref.name, shared.value(ref))
+        shared.add_to(session_options, prompt.model, path, prepacking=True, skip=prompt.names)
         prompt.add_to(session_options, {manifest.weights_file: shared.mapped()})
         serialized = prompt.model.SerializeToString()
         prompt.model.Clear()

@@ -17,6 +17,7 @@ one session, so its weights are prepacked once and need none of this.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,13 +65,25 @@ class SharedWeights:
         self._values[ref.name] = ort.OrtValue.ortvalue_from_numpy(array)
         return self._values[ref.name]
 
-    def add_to(self, options: ort.SessionOptions, graph: onnx.ModelProto, path: Path) -> int:
-        """Give ``options`` every external initializer of ``graph`` from the map; returns how many."""
+    def add_to(
+        self,
+        options: ort.SessionOptions,
+        graph: onnx.ModelProto,
+        path: Path,
+        *,
+        prepacking: bool = False,
+        skip: Collection[str] = (),
+    ) -> int:
+        """Give ``options`` every external initializer of ``graph`` from the map, but those named in ``skip``;
+        returns how many. Unless ``prepacking``, ONNX Runtime's weight prepacking is turned off (the split layout's
+        sessions, which then share the weights' pages; see the module's docstring)."""
         count = 0
         for ref in external_tensors(graph, path):
-            options.add_initializer(ref.name, self.value(ref))
-            count += 1
-        options.add_session_config_entry(DISABLE_PREPACKING, "1")
+            if ref.name not in skip:
+                options.add_initializer(ref.name, self.value(ref))
+                count += 1
+        if not prepacking:
+            options.add_session_config_entry(DISABLE_PREPACKING, "1")
         log.debug("%s: %d initializers from the shared map of %s", path.name, count, self.path.name)
         return count
 
