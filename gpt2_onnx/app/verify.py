@@ -6,7 +6,7 @@ tolerances and their basis, versions, provider, hardware and the manifest's hash
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from gpt2_onnx.app.environment import describe_environment
@@ -55,29 +55,39 @@ def _golden(suite: ParitySuite, loaded: LoadedExport, generation: LoadedExport) 
             suite.report.add(replace(comparison, check=f"{comparison.check}, {generation.layout} layout"))
 
 
-def _int8_cache_checks(suite: ParitySuite, batch: Sequence[Sequence[int]], steps: int) -> None:
-    """Generation over the int8 KV cache: the padded batch's steps through the cache runner, then free-running
-    greedy, each check named so that the report tells them from the float32 cache's."""
+def _named_checks(suite: ParitySuite, suffix: str, run: Callable[[], None]) -> None:
+    """Run ``run`` (checks of ``suite``), naming each comparison it adds with ``suffix`` so that the report tells
+    them from the float32 cache's and the export kernel's."""
     before = len(suite.report.comparisons)
-    suite.generation_batch(batch, steps=min(steps, 8))
-    suite.free_running_greedy(batch, steps)
+    run()
     for index in range(before, len(suite.report.comparisons)):
         comparison = suite.report.comparisons[index]
-        suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, int8 KV cache")
+        suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, {suffix}")
+
+
+def _int8_cache_checks(suite: ParitySuite, batch: Sequence[Sequence[int]], steps: int) -> None:
+    """Generation over the int8 KV cache: the padded batch's steps through the cache runner, then free-running
+    greedy."""
+
+    def run() -> None:
+        suite.generation_batch(batch, steps=min(steps, 8))
+        suite.free_running_greedy(batch, steps)
+
+    _named_checks(suite, "int8 KV cache", run)
 
 
 def _prompt_kernel_checks(suite: ParitySuite, main: Sequence[int], batch: Sequence[Sequence[int]], steps: int) -> None:
     """The export's prompts through the prompt kernel: the folder's graphs run through it (prefill and decode
     chained, decode from an empty past), then the generation batch and the free-running greedy run, whose prompts
-    the prompt session runs and whose steps the export's own kernel does; each check named so."""
-    before = len(suite.report.comparisons)
-    suite.prefill_and_decode_chain(main, steps)
-    suite.decode_with_empty_past(main)
-    suite.generation_batch(batch, steps=min(steps, 8))
-    suite.free_running_greedy(batch, steps)
-    for index in range(before, len(suite.report.comparisons)):
-        comparison = suite.report.comparisons[index]
-        suite.report.comparisons[index] = replace(comparison, check=f"{comparison.check}, prompt kernel dynamic")
+    the prompt session runs and whose steps the export's own kernel does."""
+
+    def run() -> None:
+        suite.prefill_and_decode_chain(main, steps)
+        suite.decode_with_empty_past(main)
+        suite.generation_batch(batch, steps=min(steps, 8))
+        suite.free_running_greedy(batch, steps)
+
+    _named_checks(suite, "prompt kernel dynamic", run)
 
 
 def check_before_loading(options: VerifyOptions) -> None:
