@@ -158,6 +158,13 @@ KINDS = (
         "`benchmarks/weight_pass_floor.py`: the bare matrix products of a forward on the same weights, the speed no "
         "fp32 graph can beat.",
     ),
+    Kind(
+        "-fp32-projections",
+        "An fp32 prompt's kernels beside OpenVINO's",
+        "`python benchmarks/fp32_projections.py --openvino-python PY`: one 128-token prompt's kernel time by "
+        "projection, attention and the rest, from ONNX Runtime's profiler over our generation graph and from "
+        "OpenVINO's performance counters over its own folder's graph (f32 compute), a process of each per round.",
+    ),
 )
 
 
