@@ -159,6 +159,14 @@ KINDS = (
         "fp32 graph can beat.",
     ),
     Kind(
+        "-peers-fp32",
+        "The exact fp32 rows alone",
+        '`python benchmarks/peers_side_by_side.py --checkpoint benchmarks/out/peers/checkpoint --ours "ours fp32" '
+        'benchmarks/out/peers/gpt2-onnx-fp32 --peer "OV f32" benchmarks.openvino_system:forced_f32 OPENVINO_PY '
+        "benchmarks/out/peers/openvino-fp32 --repeats 5 --threads 2`: the side-by-side benchmark's protocol with only "
+        "our fp32 export, OpenVINO GenAI with f32 compute forced and PyTorch eager.",
+    ),
+    Kind(
         "-fp32-projections",
         "An fp32 prompt's kernels beside OpenVINO's",
         "`python benchmarks/fp32_projections.py --openvino-python PY`: one 128-token prompt's kernel time by "
