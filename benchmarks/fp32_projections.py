@@ -49,7 +49,7 @@ import collections, json, sys, time
 import numpy as np
 import openvino as ov
 xml, threads, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-kinds = json.loads(sys.argv[4])
+labels = json.loads(sys.argv[4])  # the rows' names, as the parent names them
 properties = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "INFERENCE_NUM_THREADS": threads,
               "NUM_STREAMS": 1, "PERF_COUNT": True}
 request = ov.Core().compile_model(xml, "CPU", properties).create_infer_request()
@@ -65,11 +65,12 @@ for _ in range(runs):
     ms = collections.Counter()
     for item in request.profiling_info:
         took = item.real_time.total_seconds() * 1000
-        kind = next((label for pattern, label in kinds if pattern in item.node_name), None)
+        kind = next((label for pattern, label in labels["kinds"] if pattern in item.node_name), None)
         if "lm_head" in item.node_name:
-            kind = "head"
+            kind = labels["head"]
         elif kind is None:
-            kind = "attention" if item.node_type.startswith("ScaledDotProductAttention") else "everything else"
+            attention = item.node_type.startswith("ScaledDotProductAttention")
+            kind = labels["attention"] if attention else labels["other"]
         ms[kind] += took
     found.append({"wall_ms": 1000 * wall, "ms": dict(ms)})
 print(json.dumps(found))
@@ -112,7 +113,8 @@ def ours_round(folder: Path, threads: int) -> dict[str, Any]:
 
 def openvino_round(python: str, xml: Path, threads: int) -> dict[str, Any]:
     """One process of OpenVINO: the second of two prompts."""
-    command = [python, "-c", _OPENVINO_CHILD, str(xml), str(threads), "2", json.dumps(KINDS)]
+    labels = {"kinds": KINDS, "head": HEAD, "attention": ATTENTION, "other": OTHER}
+    command = [python, "-c", _OPENVINO_CHILD, str(xml), str(threads), "2", json.dumps(labels)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])[1]
 
