@@ -173,6 +173,13 @@ KINDS = (
         "projection, attention and the rest, from ONNX Runtime's profiler over our generation graph and from "
         "OpenVINO's performance counters over its own folder's graph (f32 compute), a process of each per round.",
     ),
+    Kind(
+        "-packed-qkv",
+        "GroupQueryAttention reading the packed projection",
+        "`python benchmarks/packed_qkv.py FOLDER ...`: the in-place cache's attention reading each layer's (B, S, 3d) "
+        "projection itself against reading three Slices of it, both graphs in one process, alternating, paired "
+        "over both run orders and both load orders; same tokens, first logits equal to the bit.",
+    ),
 )
 
 

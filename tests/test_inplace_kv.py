@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.batching import left_pad, position_ids
@@ -69,6 +70,31 @@ def test_every_attention_becomes_one_group_query_attention(variant: tuple[str, P
     assert "Concat" not in {node.op_type for node in changed.graph.node if present_name(0, "key") in node.output}
     assert "Softmax" not in ops and "MultiHeadAttention" not in ops  # nothing of the old attention is left
     assert [i.name for i in changed.graph.input] == [i.name for i in decode.graph.input]  # the same inputs
+    # Each reads its layer's packed (B, S, 3d) projection itself: the q, k and v Slices are gone (the one Slice
+    # left is the head's last position).
+    producers = {name: node for node in changed.graph.node for name in node.output}
+    for node in (node for node in changed.graph.node if node.op_type == "GroupQueryAttention"):
+        assert node.input[1:3] == ["", ""] and producers[node.input[0]].op_type == "Add"
+    assert ops.count("Slice") == 1
+
+
+def test_the_packed_projection_is_read_only_where_the_slices_prove_its_width(tiny_export: Path) -> None:
+    """q, k, v as 0:d, d:2d, 2d:end of one projection: packed; a value Slice ending at exactly 3d could leave
+    columns after it, so there the three stay apart (the same attention, with its Slices)."""
+    decode = last_position_logits(load_graph(tiny_export, DECODE))
+    dims = _dims(tiny_export)
+    producers = {name: node for node in decode.graph.node for name in node.output}
+    constants = {tensor.name: tensor for tensor in decode.graph.initializer}
+    for node in decode.graph.node:  # every value Slice (starting at 2d) now ends at 3d, in a constant of its own
+        starts = constants.get(node.input[1]) if node.op_type == "Slice" else None
+        if starts is not None and numpy_helper.to_array(starts).tolist() == [2 * dims.n_embd]:
+            node.input[2] = f"{node.name}/end"
+            decode.graph.initializer.append(numpy_helper.from_array(np.array([3 * dims.n_embd]), node.input[2]))
+    changed = in_place_attention(decode, dims)
+    attentions = [node for node in changed.graph.node if node.op_type == "GroupQueryAttention"]
+    assert len(attentions) == dims.n_layer
+    for node in attentions:
+        assert all(producers[name].op_type == "Slice" for name in node.input[:3])
 
 
 def _steps(
