@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import socket
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,16 +129,21 @@ def _from_pretrained(where: str, use_safetensors: bool | None, revision: str | N
     from transformers import GPT2LMHeadModel
 
     try:
-        loaded: Any = GPT2LMHeadModel.from_pretrained(
-            where,
-            revision=revision or "main",
-            use_safetensors=use_safetensors,
-            weights_only=True,  # a pickle may hold tensors only; never code
-            attn_implementation="eager",  # the reference semantics, reorder_and_upcast_attn included
-            output_loading_info=True,
-            dtype="float32",
-            **kwargs,
-        )
+        with warnings.catch_warnings():
+            # torch's weights-only unpickler warns of any pickle protocol above torch.save's 2 (Python's own pickle
+            # writes 4 or 5) and asks to file an issue, then loads or refuses the file as it should: a load error is
+            # reported as one, and the warning is not the user's concern.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            loaded: Any = GPT2LMHeadModel.from_pretrained(
+                where,
+                revision=revision or "main",
+                use_safetensors=use_safetensors,
+                weights_only=True,  # a pickle may hold tensors only; never code
+                attn_implementation="eager",  # the reference semantics, reorder_and_upcast_attn included
+                output_loading_info=True,
+                dtype="float32",
+                **kwargs,
+            )
     except _READ_ERRORS as exc:
         raise ModelLoadError(f"cannot load the checkpoint '{where}': {first_line(exc)}") from exc
     model, info = loaded  # output_loading_info=True returns (model, info)
