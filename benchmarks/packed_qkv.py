@@ -14,7 +14,7 @@ in two ways:
   loaded in one order and measured, then loaded again in the other order and measured as long again.
 
 "Slices" loads the export with the packing turned off (the only difference in the graph:
-``inplace_attention._packed_qkv`` answers None, so every GroupQueryAttention reads the q, k and v Slices). Each round
+``inplace_attention.packed_qkv`` answers None, so every GroupQueryAttention reads the q, k and v Slices). Each round
 of each graph is one greedy generation: a random ``--context``-token prompt (its time to first token: the prefill
 and the first choice), then ``--new-tokens`` tokens (the median later token). Both graphs' tokens must be the same,
 and the first logits equal to the bit; otherwise the script stops.
@@ -46,12 +46,12 @@ GRAPHS = ("packed", "Slices")
 @contextlib.contextmanager
 def _slices_apart() -> Iterator[None]:
     """Loads inside build the attention over the q, k and v Slices, as before the packing."""
-    packed = inplace_attention._packed_qkv
-    inplace_attention._packed_qkv = lambda *args, **kwargs: None
+    packed = inplace_attention.packed_qkv
+    inplace_attention.packed_qkv = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        inplace_attention._packed_qkv = packed
+        inplace_attention.packed_qkv = packed
 
 
 def _generate(loaded: LoadedExport, prompt: list[int], new_tokens: int) -> tuple[float, float, list[int | None]]:

@@ -57,9 +57,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.config import ModelDims
-from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, ManifestError, RuntimeVersionError
+from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, RuntimeVersionError
 from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, KV_KINDS, KvKind, past_name, present_name
 from gpt2_onnx_core.versions import version_tuple
+from gpt2_onnx_runtimes.attention_pattern import Attention, GraphIndex, InPlaceRefused, find_attention, packed_qkv
 
 __all__ = [
     "CacheScales",
@@ -75,10 +76,6 @@ log = logging.getLogger(__name__)
 
 _PREFIX = "/generation/in_place"  # names of what the transform adds
 _MS = "com.microsoft"
-
-
-class InPlaceRefused(ManifestError):
-    """The graph's attention cannot be rewritten to write the cache in place (the reason is the message)."""
 
 
 @dataclass(frozen=True)
@@ -105,134 +102,6 @@ class CacheScales:
                 raise InvalidInputError(f"{name} cache scales must be positive float32 (layers, heads, head_dim)")
         if self.key.shape != self.value.shape:
             raise InvalidInputError(f"key scales {self.key.shape} and value scales {self.value.shape} differ")
-
-
-@dataclass(frozen=True)
-class _Attention:
-    """One layer's attention as decode.onnx computes it: what GroupQueryAttention takes and what it replaces."""
-
-    query: str  # (B, S, d)
-    key: str  # (B, S, d), before the heads are split
-    value: str  # (B, S, d)
-    bias: str  # (B, 1, S, W): 0 where attended, the float32 minimum elsewhere
-    output: str  # (B, S, d): what the output projection reads
-    scale: float
-    replaced: tuple[onnx.NodeProto, ...]  # the nodes producing output and the presents
-
-
-class _Graph:
-    """Lookups over a graph: producers and consumers by tensor name, constants by name."""
-
-    def __init__(self, graph: onnx.GraphProto, what: str) -> None:
-        self.graph, self.what = graph, what
-        self.producer = {name: node for node in graph.node for name in node.output}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            for name in node.input:
-                self.consumers.setdefault(name, []).append(node)
-        self.initializers = {tensor.name: tensor for tensor in graph.initializer}
-
-    def refuse(self, layer: int, why: str) -> InPlaceRefused:
-        return InPlaceRefused(f"{self.what}: layer {layer}'s attention cannot write the cache in place: {why}")
-
-    def made_by(self, name: str, op: str, layer: int) -> onnx.NodeProto:
-        node = self.producer.get(name)
-        if node is None or node.op_type != op:
-            found = "a graph input" if node is None else f"a {node.op_type} node"
-            raise self.refuse(layer, f"'{name}' comes from {found}, not {op}")
-        return node
-
-    def consumer(self, name: str, op: str, layer: int, index: int | None = None) -> onnx.NodeProto:
-        found = [
-            n for n in self.consumers.get(name, []) if n.op_type == op and (index is None or n.input[index] == name)
-        ]
-        if len(found) != 1:
-            raise self.refuse(layer, f"'{name}' feeds {len(found)} {op} nodes, not one")
-        return found[0]
-
-    def constant(self, name: str) -> np.ndarray | None:
-        if name in self.initializers:
-            return numpy_helper.to_array(self.initializers[name])
-        node = self.producer.get(name)
-        if node is not None and node.op_type == "Constant":
-            return numpy_helper.to_array(node.attribute[0].t)
-        return None
-
-
-def _perm(node: onnx.NodeProto) -> list[int]:
-    return next((list(helper.get_attribute_value(a)) for a in node.attribute if a.name == "perm"), [])
-
-
-def _heads_input(g: _Graph, name: str, layer: int) -> str:
-    """The (B, S, d) tensor that Reshape and Transpose(0, 2, 1, 3) turn into ``name`` (B, nh, S, hs)."""
-    transpose = g.made_by(name, "Transpose", layer)
-    if _perm(transpose) != [0, 2, 1, 3]:
-        raise g.refuse(layer, f"'{name}' is not a heads-first Transpose")
-    return g.made_by(transpose.input[0], "Reshape", layer).input[0]
-
-
-def _cache_input(g: _Graph, layer: int, kind: KvKind) -> tuple[str, onnx.NodeProto]:
-    """The new positions' (B, S, d) keys or values, and the Concat that makes ``present.{layer}.{kind}``."""
-    concat = g.made_by(present_name(layer, kind), "Concat", layer)
-    if list(concat.input)[:1] != [past_name(layer, kind)] or len(concat.input) != 2:
-        raise g.refuse(layer, f"present.{layer}.{kind} is not the past followed by the new positions")
-    return _heads_input(g, concat.input[1], layer), concat
-
-
-def _plain_attention(g: _Graph, layer: int, head_size: int) -> tuple[str, str, str, float, onnx.NodeProto]:
-    """MatMul ─ Mul ─ Add ─ Softmax ─ MatMul ─ Transpose ─ Reshape: (query, bias, output, scale, the Reshape)."""
-    del head_size  # the scale is the graph's own constant
-    probs_v = g.consumer(present_name(layer, "value"), "MatMul", layer, index=1)
-    add = g.made_by(g.made_by(probs_v.input[0], "Softmax", layer).input[0], "Add", layer)
-    mul_side = [i for i, name in enumerate(add.input) if getattr(g.producer.get(name), "op_type", "") == "Mul"]
-    if len(mul_side) != 1:
-        raise g.refuse(layer, "the mask bias is not added to one scaled product")
-    mul, bias = g.producer[add.input[mul_side[0]]], add.input[1 - mul_side[0]]
-    constants = [(name, g.constant(name)) for name in mul.input]
-    scale = next((value for _, value in constants if value is not None and value.size == 1), None)
-    scores_name = next((name for name, value in constants if value is None), "")
-    if scale is None or not scores_name:
-        raise g.refuse(layer, "the attention scale is not a constant")
-    scores = g.made_by(scores_name, "MatMul", layer)
-    key_t = g.made_by(scores.input[1], "Transpose", layer)
-    if key_t.input[0] != present_name(layer, "key") or _perm(key_t) != [0, 1, 3, 2]:
-        raise g.refuse(layer, "the scores do not read the present keys")
-    transpose = g.consumer(probs_v.output[0], "Transpose", layer)
-    if _perm(transpose) != [0, 2, 1, 3]:
-        raise g.refuse(layer, "the attention's output is not transposed back to (B, S, nh, hs)")
-    reshape = g.consumer(transpose.output[0], "Reshape", layer)
-    return _heads_input(g, scores.input[0], layer), bias, reshape.output[0], float(scale.reshape(())), reshape
-
-
-def _fused_attention(g: _Graph, layer: int, head_size: int) -> tuple[str, str, str, float, onnx.NodeProto] | None:
-    """--optimize's MultiHeadAttention reading the presents: (query, bias, output, scale, the node), or None."""
-    for node in g.graph.node:
-        if node.op_type == "MultiHeadAttention" and node.domain == _MS and len(node.input) >= 6:
-            reads = {_source(g, node.input[1]), _source(g, node.input[2])}
-            if reads == {present_name(layer, "key"), present_name(layer, "value")}:
-                if node.input[3] or node.input[4]:
-                    raise g.refuse(layer, "its MultiHeadAttention takes a bias or a key padding mask")
-                attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-                scale = float(attrs.get("scale", 0.0)) or head_size**-0.5
-                return node.input[0], node.input[5], node.output[0], scale, node
-    return None
-
-
-def _source(g: _Graph, name: str) -> str:
-    """The tensor that Transposes and Reshapes (layout changes only) made ``name`` from."""
-    node = g.producer.get(name)
-    while node is not None and node.op_type in ("Transpose", "Reshape"):
-        name = node.input[0]
-        node = g.producer.get(name)
-    return name
-
-
-def _attention(g: _Graph, layer: int, head_size: int) -> _Attention:
-    key, concat_k = _cache_input(g, layer, "key")
-    value, concat_v = _cache_input(g, layer, "value")
-    found = _fused_attention(g, layer, head_size) or _plain_attention(g, layer, head_size)
-    query, bias, output, scale, last = found
-    return _Attention(query, key, value, bias, output, scale, (concat_k, concat_v, last))
 
 
 def _lengths(graph: onnx.GraphProto) -> tuple[str, str]:
@@ -305,17 +174,17 @@ def in_place_attention(
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
-    g = _Graph(graph, what)
+    g = GraphIndex(graph, what)
     if any(node.op_type == "Cast" for node in g.consumers.get(past_name(0, "key"), [])):
         raise g.refuse(
             0,
             "the cache is cast to another type around it (fp16), so its present cannot be written "
             "into the past's buffer",
         )
-    layers = [_attention(g, layer, dims.head_dim) for layer in range(dims.n_layer)]
+    layers = [find_attention(g, layer, dims.head_dim) for layer in range(dims.n_layer)]
     seqlens, total = _lengths(graph)
     # Nodes are known by their first output (graphs are SSA; protobuf hands out a new wrapper at each access).
-    packed = [None if int8_cache else _packed_qkv(g, found, dims.n_embd) for found in layers]  # probes need k, v
+    packed = [None if int8_cache else packed_qkv(g, found, dims.n_embd) for found in layers]  # probes need k, v
     gqa = {
         found.output: _gqa_node(layer, found, dims.n_head, seqlens, total, packed[layer])
         for layer, found in enumerate(layers)
@@ -332,42 +201,8 @@ def in_place_attention(
     return out
 
 
-_TO_THE_END = 2**62  # a Slice end at least this large reads to the end of its axis (exporters write INT64_MAX)
-
-
-def _packed_qkv(g: _Graph, found: _Attention, width: int) -> str | None:
-    """The (B, S, 3d) projection whose last axis the query, keys and values are three consecutive d-wide Slices
-    of (0:d, d:2d, 2d:end), each read by the replaced attention only, or None where they are anything else.
-
-    GroupQueryAttention takes that tensor itself as its packed query (key and value left empty) and splits it as it
-    reads it: the graph then has no Split (ONNX Runtime fuses the three Slices into one) that writes the q, k and v
-    out again before each layer's attention. The same values go in, so the outputs are the same to the bit."""
-    slices = [g.producer.get(name) for name in (found.query, found.key, found.value)]
-    if any(node is None or node.op_type != "Slice" or len(node.input) < 4 for node in slices):
-        return None
-    packed = {node.input[0] for node in slices if node is not None}
-    if len(packed) != 1:
-        return None
-    bounds = []
-    for node in slices:
-        assert node is not None
-        starts, ends, axes = (g.constant(name) for name in node.input[1:4])
-        steps = g.constant(node.input[4]) if len(node.input) > 4 and node.input[4] else np.array([1])
-        if starts is None or ends is None or axes is None or steps is None:
-            return None
-        if starts.size != 1 or ends.size != 1 or int(axes.reshape(())) not in (2, -1) or int(steps.reshape(())) != 1:
-            return None
-        if len(g.consumers.get(node.output[0], [])) != 1:  # read by the replaced attention only
-            return None
-        bounds.append((int(starts.reshape(())), int(ends.reshape(()))))
-    (q0, q1), (k0, k1), (v0, v1) = bounds
-    if (q0, q1, k0, k1, v0) != (0, width, width, 2 * width, 2 * width) or v1 < _TO_THE_END:
-        return None  # an end of exactly 3d could leave columns after it; only "to the end" proves the width
-    return packed.pop()
-
-
 def _gqa_node(
-    layer: int, found: _Attention, n_head: int, seqlens: str, total: str, packed: str | None = None
+    layer: int, found: Attention, n_head: int, seqlens: str, total: str, packed: str | None = None
 ) -> onnx.NodeProto:
     """The layer's GroupQueryAttention; reading ``packed`` (B, S, 3d) as its query where given (no key, no value)."""
     qkv = [packed, "", ""] if packed is not None else [found.query, found.key, found.value]
