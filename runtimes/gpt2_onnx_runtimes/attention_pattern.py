@@ -163,15 +163,12 @@ def packed_qkv(g: GraphIndex, found: Attention, width: int) -> str | None:
     GroupQueryAttention takes that tensor itself as its packed query (key and value left empty) and splits it as it
     reads it: the graph then has no Split (ONNX Runtime fuses the three Slices into one) that writes the q, k and v
     out again before each layer's attention. The same values go in, so the outputs are the same to the bit."""
-    slices = [g.producer.get(name) for name in (found.query, found.key, found.value)]
-    if any(node is None or node.op_type != "Slice" or len(node.input) < 4 for node in slices):
-        return None
-    packed = {node.input[0] for node in slices if node is not None}
-    if len(packed) != 1:
+    producers = [g.producer.get(name) for name in (found.query, found.key, found.value)]
+    slices = [node for node in producers if node is not None and node.op_type == "Slice" and len(node.input) >= 4]
+    if len(slices) != 3 or len({node.input[0] for node in slices}) != 1:
         return None
     bounds = []
     for node in slices:
-        assert node is not None
         starts, ends, axes = (g.constant(name) for name in node.input[1:4])
         steps = g.constant(node.input[4]) if len(node.input) > 4 and node.input[4] else np.array([1])
         if starts is None or ends is None or axes is None or steps is None:
@@ -184,4 +181,4 @@ def packed_qkv(g: GraphIndex, found: Attention, width: int) -> str | None:
     (q0, q1), (k0, k1), (v0, v1) = bounds
     if (q0, q1, k0, k1, v0) != (0, width, width, 2 * width, 2 * width) or v1 < _TO_THE_END:
         return None  # an end of exactly 3d could leave columns after it; only "to the end" proves the width
-    return packed.pop()
+    return slices[0].input[0]
