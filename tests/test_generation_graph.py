@@ -1,5 +1,6 @@
-"""The generation graph built at load time from decode.onnx: last-position logits, the embedding as an input, and
-the merged layout computing what the folder's own two graphs compute, for every precision and --optimize."""
+"""The generation graph built at load time from decode.onnx: last-position logits, the embedding as an input, the
+single-row head, and the merged layout computing what the folder's own two graphs compute, for every precision and
+--optimize."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from gpt2_onnx_core.errors import InvalidInputError, ManifestError
 from gpt2_onnx_core.names import DECODE, EMBEDDING, LOGITS, PREFILL, past_name
 from gpt2_onnx_runtimes.generate import generate_ids
 from gpt2_onnx_runtimes.generation import GenerationOptions
-from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.generation_graph import (
+    TRANSPOSED_TABLE,
+    initializer_as_input,
+    last_position_logits,
+    single_row_head,
+)
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
@@ -75,6 +81,61 @@ def test_initializer_as_input(tiny_export: Path) -> None:
     assert [d.dim_value for d in added.type.tensor_type.shape.dim] == list(table.dims)
     with pytest.raises(ManifestError, match="no initializer 'nope'"):
         initializer_as_input(decode, "nope")
+
+
+def test_single_row_head_branches_on_the_rows_and_leaves_other_heads_alone(tiny_export: Path) -> None:
+    graph = initializer_as_input(last_position_logits(load_graph(tiny_export, DECODE)), EMBEDDING)
+    before = graph.SerializeToString()
+    headed = single_row_head(graph, EMBEDDING)
+    assert headed is not None and graph.SerializeToString() == before  # a pure transform
+    ops = [node.op_type for node in headed.graph.node]
+    assert "If" in ops and ops.count("Gemm") == [n.op_type for n in graph.graph.node].count("Gemm") - 1
+    added = next(value for value in headed.graph.input if value.name == TRANSPOSED_TABLE)
+    table = next(value for value in graph.graph.input if value.name == EMBEDDING)
+    assert [d.dim_value for d in added.type.tensor_type.shape.dim] == [
+        d.dim_value for d in reversed(table.type.tensor_type.shape.dim)
+    ]
+    assert single_row_head(graph, "another.weight") is None  # no Gemm reads it: an untied head, prepacked
+    head = next(node for node in graph.graph.node if node.op_type == "Gemm" and node.input[1] == EMBEDDING)
+    next(a for a in head.attribute if a.name == "transB").i = 0
+    assert single_row_head(graph, EMBEDDING) is None  # not the tied head's product
+
+
+def _prompt_logits(loaded: LoadedExport, ids: np.ndarray, table_t: np.ndarray | None = None) -> np.ndarray:
+    """The generation graph's last-position logits (B, 1, V) for ``ids`` (B, T) after an empty past, with the
+    transposed table replaced by ``table_t`` where given."""
+    dims = loaded.manifest.dims
+    batch, _ = ids.shape
+    ones = np.ones_like(ids)
+    empty = np.zeros((batch, dims.n_head, 0, dims.n_embd // dims.n_head), dtype=np.float32)  # (B, nh, 0, hs)
+    past = {past_name(i, kv): empty for i in range(dims.n_layer) for kv in ("key", "value")}
+    constants = _constants(loaded)
+    if table_t is not None:
+        constants[TRANSPOSED_TABLE] = table_t
+    feeds = {"input_ids": ids, "attention_mask": ones, "position_ids": position_ids(ones), **past, **constants}
+    session = loaded.steps.decode
+    names = [out.name for out in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds), strict=True))[LOGITS]
+
+
+def test_a_single_row_multiplies_the_transposed_table_and_batches_the_table(tiny_export: Path) -> None:
+    """The merged fp32 layout's tied head: one row reads the transposed copy made at load (a zero copy zeroes its
+    logits), a batch the table (a zero copy changes nothing); either way the logits are the table's own."""
+    loaded, plain = (
+        LoadedExport.load(tiny_export, MERGED),
+        LoadedExport.load(tiny_export, RuntimeOptions(layout="merged", single_row_head=False)),
+    )
+    assert set(plain.steps.constant_inputs) == {EMBEDDING}
+    table = loaded.steps.constant_inputs[EMBEDDING].numpy()  # (V, d)
+    np.testing.assert_array_equal(loaded.steps.constant_inputs[TRANSPOSED_TABLE].numpy(), table.T)
+    zero = np.zeros_like(table.T)  # (d, V)
+    one, two = np.array([PROMPTS[0]]), np.array([PROMPTS[0], PROMPTS[0][::-1]])  # (1, 5), (2, 5)
+    assert not _prompt_logits(loaded, one, zero).any()
+    np.testing.assert_array_equal(_prompt_logits(loaded, two, zero), _prompt_logits(loaded, two))
+    for ids in (one, two):
+        np.testing.assert_allclose(_prompt_logits(loaded, ids), _prompt_logits(plain, ids), rtol=1e-5, atol=1e-6)
+    for a, b in zip(_greedy_logits(loaded, PROMPTS[:1], 3), _greedy_logits(plain, PROMPTS[:1], 3), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_a_graph_of_another_shape_is_refused(tiny_export: Path) -> None:

@@ -15,10 +15,27 @@ from gpt2_onnx_core.batching import position_ids
 from gpt2_onnx_core.errors import ManifestError
 from gpt2_onnx_core.names import DECODE, PREFILL
 from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
+from gpt2_onnx_runtimes.generation_graph import TRANSPOSED_TABLE
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
 from gpt2_onnx_runtimes.shared_weights import SharedWeights
+
+
+def _address_range(array: np.ndarray) -> range:
+    return range(array.ctypes.data, array.ctypes.data + array.nbytes)
+
+
+def test_a_transposed_copy_equals_the_transpose_whatever_the_chunk(tiny_export: Path) -> None:
+    """The table transposed a few rows at a time (rows that do not divide it), into memory of its own."""
+    graph = onnx.load(tiny_export / "decode.onnx", load_external_data=False)
+    ref = next(r for r in external_tensors(graph, tiny_export / "decode.onnx") if r.name == "transformer.wte.weight")
+    shared = SharedWeights(tiny_export / "model.onnx.data")
+    table = shared.value(ref).numpy()  # (V, d)
+    for rows in (7, table.shape[0], 10 * table.shape[0]):
+        copy = shared.transposed(ref, rows=rows).numpy()  # (d, V)
+        np.testing.assert_array_equal(copy, table.T)
+        assert copy.ctypes.data not in _address_range(shared.mapped())
 
 
 def _greedy_logits(loaded: LoadedExport, steps: int) -> list[np.ndarray]:
@@ -64,10 +81,13 @@ def test_merged_layout_reads_the_embedding_from_one_map(tiny_export: Path) -> No
     """The one session's tied embedding is an input bound to the map: ONNX Runtime holds no copy of it."""
     loaded = LoadedExport.load(tiny_export, RuntimeOptions(layout="merged"))
     assert loaded.layout == "merged" and loaded.steps.prefill is loaded.steps.decode
-    assert set(loaded.steps.constant_inputs) == {"transformer.wte.weight"}
+    assert set(loaded.steps.constant_inputs) == {"transformer.wte.weight", TRANSPOSED_TABLE}
     assert loaded.shared_weights is not None
+    dims = loaded.manifest.dims
     value = loaded.steps.constant_inputs["transformer.wte.weight"]
-    assert value.shape() == [loaded.manifest.dims.vocab_size, loaded.manifest.dims.n_embd]
+    assert value.shape() == [dims.vocab_size, dims.n_embd]
+    assert value.data_ptr() in _address_range(loaded.shared_weights.mapped())  # the map itself, no copy
+    assert loaded.steps.constant_inputs[TRANSPOSED_TABLE].shape() == [dims.n_embd, dims.vocab_size]
     inputs = {arg.name for arg in loaded.steps.decode.get_inputs()}
     assert "transformer.wte.weight" in inputs
 
@@ -99,6 +119,7 @@ _RSS_SCRIPT = """
 import sys, numpy as np
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
+from gpt2_onnx_runtimes.generation_graph import TRANSPOSED_TABLE
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx.app.bench.memory import memory_snapshot
 loaded = LoadedExport.load(sys.argv[1], RuntimeOptions(intra_op_threads=2, layout=sys.argv[2]))

@@ -41,7 +41,12 @@ from gpt2_onnx_core.precisions import precision_named
 from gpt2_onnx_core.weights_index import external_tensors
 from gpt2_onnx_runtimes.export_folder import ExportFolder
 from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
-from gpt2_onnx_runtimes.generation_graph import initializer_as_input, last_position_logits
+from gpt2_onnx_runtimes.generation_graph import (
+    TRANSPOSED_TABLE,
+    initializer_as_input,
+    last_position_logits,
+    single_row_head,
+)
 from gpt2_onnx_runtimes.inplace_attention import in_place_graph, probe_names, refuse_in_place_split
 from gpt2_onnx_runtimes.kv_bindings import KeptBindings
 from gpt2_onnx_runtimes.kv_buffers import BufferPool
@@ -207,6 +212,11 @@ class LoadedExport:
             if ref is not None:
                 graph = initializer_as_input(graph, EMBEDDING)
                 constants[EMBEDDING] = shared.value(ref)  # (V, d), pointing into the map
+                headed = single_row_head(graph, EMBEDDING) if options.single_row_head else None
+                if headed is not None:  # a tied head: one row multiplies the table transposed (generation_graph)
+                    graph = headed
+                    constants[TRANSPOSED_TABLE] = shared.transposed(ref)  # (d, V), in memory
+                del headed
         session_options = session_options_for(options)
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
         probes = probe_names(graph) if int8_cache else []

@@ -11,7 +11,8 @@ Prepacking reorders weight matrices for MLAS's GEMM kernels; without it, single-
 use MLAS's M=1 kernels straight from the map, and prompt-sized products pack panels on the fly, which costs
 prefill more than decode. Quantized graphs are not shared this way: MatMulNBits without its prepacked layout is
 many times slower (see gpt2_onnx_runtimes.session). The merged layout (gpt2_onnx_runtimes.generation_graph) keeps
-one session, so its weights are prepacked once and need none of this.
+one session, so its weights are prepacked once and need none of this; it reads the tied embedding from the map,
+and its single-row head a transposed copy of it (:meth:`SharedWeights.transposed`, see generation_graph).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = ["DISABLE_PREPACKING", "SharedWeights"]
 log = logging.getLogger(__name__)
 
 DISABLE_PREPACKING = "session.disable_prepacking"  # ONNX Runtime session config key
+_TRANSPOSE_ROWS = 256  # rows of a table transposed at a time: GPT-2-small's 768 KB, within a core's L2
 
 
 class SharedWeights:
@@ -64,6 +66,28 @@ class SharedWeights:
         self._arrays[ref.name] = array
         self._values[ref.name] = ort.OrtValue.ortvalue_from_numpy(array)
         return self._values[ref.name]
+
+    def transposed(self, ref: ExternalTensorRef, rows: int = _TRANSPOSE_ROWS) -> ort.OrtValue:
+        """A copy of the 2-D tensor ``ref`` transposed, in this process's memory (it stays alive with this object).
+
+        It is made ``rows`` rows of the map at a time, each chunk's pages unmapped once copied (they stay in the
+        page cache), so the load holds the copy and one chunk, not the copy and the whole table.
+        """
+        import onnxruntime as ort
+
+        self.value(ref)  # checks the reference and keeps the map's view
+        table = self._arrays[ref.name]  # (R, C), in the map
+        if table.ndim != 2:
+            raise ManifestError(f"tensor '{ref.name}' is {table.shape}, not a matrix")
+        copy = np.empty((table.shape[1], table.shape[0]), dtype=table.dtype)  # (C, R)
+        for start in range(0, table.shape[0], rows):
+            chunk = table[start : start + rows]  # (rows, C)
+            copy[:, start : start + rows] = chunk.T
+            release_shared_map(chunk)
+        key = f"{ref.name}/transposed"
+        self._arrays[key] = copy
+        self._values[key] = ort.OrtValue.ortvalue_from_numpy(copy)
+        return self._values[key]
 
     def add_to(
         self,
