@@ -19,6 +19,7 @@ from gpt2_onnx_runtimes.generation import GenerationOptions
 from gpt2_onnx_runtimes.generation_graph import (
     TRANSPOSED_TABLE,
     initializer_as_input,
+    last_layer_at_last_position,
     last_position_logits,
     single_row_head,
 )
@@ -81,6 +82,48 @@ def test_initializer_as_input(tiny_export: Path) -> None:
     assert [d.dim_value for d in added.type.tensor_type.shape.dim] == list(table.dims)
     with pytest.raises(ManifestError, match="no initializer 'nope'"):
         initializer_as_input(decode, "nope")
+
+
+def _sliced_early(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The Slices last_layer_at_last_position added (every name of what generation_graph adds starts so)."""
+    return [
+        n
+        for n in model.graph.node
+        if n.op_type == "Slice"
+        and n.name.startswith("/generation/last_position/")
+        and n.name != "/generation/last_position/Slice"
+    ]
+
+
+def test_the_last_layer_after_its_attention_takes_the_last_position(tiny_export: Path, variant_export: Path) -> None:
+    """fp32, int8, int4 and --optimize: the last layer's attention output and residual stream are sliced to the last
+    position where what follows reads them (two Slices); the attention itself and the earlier layers keep every
+    position. fp16's cache is cast around its attention, which is then not found: that graph stays as it is."""
+    for folder in (tiny_export, variant_export):
+        loaded = LoadedExport.load(folder, MERGED)
+        graph = last_position_logits(load_graph(folder, DECODE))
+        before = graph.SerializeToString()
+        changed = last_layer_at_last_position(graph, loaded.manifest.dims)
+        assert graph.SerializeToString() == before  # a pure transform
+        if loaded.manifest.precision == "float16":
+            assert changed is None
+            continue
+        assert changed is not None
+        sliced = _sliced_early(changed)
+        assert len(sliced) == 2 and len(changed.graph.node) == len(graph.graph.node) + 2
+        readers = [n for n in changed.graph.node if {s.output[0] for s in sliced} & set(n.input)]
+        assert {n.op_type for n in readers} <= {"MatMul", "Add", "MatMulNBits", "SkipLayerNormalization"}
+
+
+def test_the_last_layer_keeps_every_position_where_anything_else_reads_it(tiny_export: Path) -> None:
+    dims = LoadedExport.load(tiny_export, MERGED).manifest.dims
+    graph = last_position_logits(load_graph(tiny_export, DECODE))
+    final = next(n for n in graph.graph.node if n.name == "/generation/last_position/Slice")
+    norm_input = next(n for n in graph.graph.node if final.input[0] in n.output).input[0]  # (B, S, d)
+    graph.graph.output.append(onnx.helper.make_tensor_value_info(norm_input, onnx.TensorProto.FLOAT, None))
+    assert last_layer_at_last_position(graph, dims) is None  # a graph output needs every position
+    with pytest.raises(ManifestError, match="last_position_logits comes first"):
+        last_layer_at_last_position(load_graph(tiny_export, DECODE), dims)
 
 
 def test_single_row_head_branches_on_the_rows_and_leaves_other_heads_alone(tiny_export: Path) -> None:

@@ -44,6 +44,7 @@ from gpt2_onnx_runtimes.folder_checks import check_graph, read_graph
 from gpt2_onnx_runtimes.generation_graph import (
     TRANSPOSED_TABLE,
     initializer_as_input,
+    last_layer_at_last_position,
     last_position_logits,
     single_row_head,
 )
@@ -198,6 +199,7 @@ class LoadedExport:
         folder, manifest = export.path, export.manifest
         int8_cache = options.kv_cache == "int8"
         graph = last_position_logits(decode, manifest.graphs[DECODE].file)
+        graph = last_layer_at_last_position(graph, manifest.dims, manifest.graphs[DECODE].file) or graph
         rewritten = in_place_graph(
             graph, manifest.dims, options.in_place_kv, options.provider, manifest.graphs[DECODE].file, int8_cache
         )
