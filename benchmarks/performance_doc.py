@@ -176,9 +176,26 @@ KINDS = (
     Kind(
         "-packed-qkv",
         "GroupQueryAttention reading the packed projection",
-        "`python benchmarks/packed_qkv.py FOLDER ...`: the in-place cache's attention reading each layer's (B, S, 3d) "
-        "projection itself against reading three Slices of it, both graphs in one process, alternating, paired "
-        "over both run orders and both load orders; same tokens, first logits equal to the bit.",
+        "`python benchmarks/paired_graphs.py --compare packed-qkv FOLDER ...` (until 2026-12-03 05:00 UTC "
+        "`benchmarks/packed_qkv.py`): the in-place cache's attention reading each layer's (B, S, 3d) projection "
+        "itself against reading three Slices of it, both graphs in one process, alternating, paired over both run "
+        "orders and both load orders; same tokens, first logits equal to the bit.",
+    ),
+    Kind(
+        "-last-layer",
+        "The last layer past its attention on the last position only",
+        "`python benchmarks/paired_graphs.py --compare last-layer FOLDER ...`: the generation graph's last layer "
+        "running its output projection, MLP and norms on the last position only (the default) against on every "
+        "position, both graphs in one process, alternating, paired over both run orders and both load orders; "
+        "same tokens.",
+    ),
+    Kind(
+        "-single-row-head",
+        "The tied head's single row over the transposed table",
+        "`python benchmarks/paired_graphs.py --compare single-row-head FOLDER`: fp32, the tied head of a batch of "
+        "one row multiplying a transposed copy of the table made at load (`RuntimeOptions.single_row_head`, the "
+        "default) against Gemm(x, table, transB=1) over the table as stored, both graphs in one process, "
+        "alternating, paired over both run orders and both load orders; same tokens.",
     ),
 )
 
