@@ -86,6 +86,12 @@ KINDS = (
         "clients, rounds alternating between the two.",
     ),
     Kind(
+        "-serve-peers-fp32",
+        "Serving beside llama.cpp's server, fp32 alone",
+        "`python benchmarks/serve_peers.py --llama-server BIN --pair fp32 FOLDER F32_GGUF --rounds 6`: the fp32 pair "
+        "of `benchmarks/serve_peers.sh` alone, more rounds.",
+    ),
+    Kind(
         "-serve-peers-prompt-kernel",
         "Serving beside llama.cpp's server, with the prompt kernel",
         '`python benchmarks/serve_peers.py --llama-server BIN --pair int4 ... --pair "int4, --prompt-kernel dynamic" '
