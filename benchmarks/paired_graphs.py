@@ -6,7 +6,7 @@ first token and decode ms/token per export; writes a Markdown table to benchmark
 
 Comparisons (``--compare``), each the runtime's default against the graph it replaced:
 - packed-qkv: the in-place cache's GroupQueryAttention reading each layer's packed (B, S, 3d) projection, against
-  reading three Slices of it (``attention_pattern.packed_qkv`` answering None while the second graph loads). Same
+  reading three Slices of it (``packed_qkv`` answering None in inplace_attention while the second graph loads). Same
   computation: the first logits must be equal to the bit.
 - last-layer: the last layer's output projection, MLP and norms on the last position only
   (``generation_graph.last_layer_at_last_position``), against on every position (that function answering None
@@ -31,13 +31,13 @@ be the same; otherwise the script stops.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from peers_report import cpu_line, save_result  # benchmarks/, beside this script
@@ -52,29 +52,19 @@ from gpt2_onnx_runtimes.session import LoadedExport
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-@contextlib.contextmanager
-def _slices_apart() -> Iterator[None]:
-    """Loads inside build the attention over the q, k and v Slices, as before the packing."""
-    packed = inplace_attention.packed_qkv
-    inplace_attention.packed_qkv = lambda *args, **kwargs: None
-    try:
-        yield
-    finally:
-        inplace_attention.packed_qkv = packed
+def _load_without(module: ModuleType, function: str) -> Callable[[Path, RuntimeOptions], LoadedExport]:
+    """A loader under which ``module.function``, one of the generation graph's rewrites, answers None (the graph
+    without that rewrite) while the export loads."""
 
+    def load(folder: Path, options: RuntimeOptions) -> LoadedExport:
+        keep = getattr(module, function)
+        setattr(module, function, lambda *args, **kwargs: None)
+        try:
+            return LoadedExport.load(folder, options)
+        finally:
+            setattr(module, function, keep)
 
-def _load_slices(folder: Path, options: RuntimeOptions) -> LoadedExport:
-    with _slices_apart():
-        return LoadedExport.load(folder, options)
-
-
-def _load_whole_last_layer(folder: Path, options: RuntimeOptions) -> LoadedExport:
-    keep = session.last_layer_at_last_position
-    session.last_layer_at_last_position = lambda *args, **kwargs: None
-    try:
-        return LoadedExport.load(folder, options)
-    finally:
-        session.last_layer_at_last_position = keep
+    return load
 
 
 def _load_table_head(folder: Path, options: RuntimeOptions) -> LoadedExport:
@@ -98,7 +88,7 @@ COMPARISONS = {
         "-packed-qkv",
         "GroupQueryAttention reading the packed projection",
         ("packed", "Slices"),
-        _load_slices,
+        _load_without(inplace_attention, "packed_qkv"),
         0.0,
         "Packed: the in-place cache's GroupQueryAttention reads the (B, S, 3d) projection; Slices: it reads the q, "
         "k and v Slices of it (one Split node per layer once ONNX Runtime fuses them). Same tokens, first logits "
@@ -108,7 +98,7 @@ COMPARISONS = {
         "-last-layer",
         "The last layer past its attention on the last position only",
         ("last position", "every position"),
-        _load_whole_last_layer,
+        _load_without(session, "last_layer_at_last_position"),
         1e-5,
         "Last position: the generation graph's last layer runs its output projection, MLP and norms on the last "
         "position only (``generation_graph.last_layer_at_last_position``); every position: on all of them, as "

@@ -180,11 +180,9 @@ def last_layer_at_last_position(
     for node in region:
         node.input[:] = [sliced.get(name, name) for name in node.input]
     index = list(graph.node).index(region[0])
+    bounds = [f"{_PREFIX}/{key}" for key in ("starts", "ends", "axes")]  # last_position_logits' Slice's
     for name, last in sliced.items():  # (B, S, d) → (B, 1, d); both exist before the region's first node
-        starts, ends, axes = (f"{_PREFIX}/{key}" for key in ("starts", "ends", "axes"))
-        graph.node.insert(
-            index, helper.make_node("Slice", [name, starts, ends, axes], [last], name=f"{_PREFIX}/{name}/Slice")
-        )
+        graph.node.insert(index, helper.make_node("Slice", [name, *bounds], [last], name=f"{_PREFIX}/{name}/Slice"))
     return out
 
 

@@ -218,7 +218,6 @@ class LoadedExport:
                 if headed is not None:  # a tied head: one row multiplies the table transposed (generation_graph)
                     graph = headed
                     constants[TRANSPOSED_TABLE] = shared.transposed(ref)  # (d, V), in memory
-                del headed
         session_options = session_options_for(options)
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
         probes = probe_names(graph) if int8_cache else []
