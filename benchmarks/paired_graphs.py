@@ -10,7 +10,9 @@ Comparisons (``--compare``), each the runtime's default against the graph it rep
   computation: the first logits must be equal to the bit.
 - last-layer: the last layer's output projection, MLP and norms on the last position only
   (``generation_graph.last_layer_at_last_position``), against on every position (that function answering None
-  while the second graph loads). The first logits must agree to 1e-5 of their largest magnitude.
+  while the second graph loads). The first logits must agree to 1e-3 of their largest magnitude: in fp32 they
+  differ by summation order only, but int8 and int4's MatMulNBits computes one row by another path than many
+  (as a decode step's), which moved GPT-2-small int8's by up to 7e-4 of it.
 - single-row-head: fp32, the tied head's single row multiplying the transposed copy of the table
   (``generation_graph.single_row_head``), against the table itself (``RuntimeOptions(single_row_head=False)``).
   Another summation order: the first logits must agree to 1e-5 of their largest magnitude.
@@ -99,11 +101,11 @@ COMPARISONS = {
         "The last layer past its attention on the last position only",
         ("last position", "every position"),
         _load_without(session, "last_layer_at_last_position"),
-        1e-5,
+        1e-3,
         "Last position: the generation graph's last layer runs its output projection, MLP and norms on the last "
         "position only (``generation_graph.last_layer_at_last_position``); every position: on all of them, as "
-        "decode.onnx does (the logits are the last position's either way). Same tokens, first logits within 1e-5 "
-        "of their largest magnitude.",
+        "decode.onnx does (the logits are the last position's either way). Same tokens, first logits within 1e-3 "
+        "of their largest magnitude (MatMulNBits takes another path for one row than for many).",
     ),
     "single-row-head": Comparison(
         "-single-row-head",
