@@ -73,9 +73,10 @@ class RuntimeOptions:
     prompt_kernel: PromptKernel = "export"
     # Merged layout, CPU, a float32 export with a tied head: a batch of one row multiplies a transposed copy of the
     # tied table, made at load, which MLAS's single-row kernel reads faster (gpt2_onnx_runtimes.generation_graph:
-    # about 1 ms of an ~18 ms GPT-2-small step); batches keep reading the table itself. The copy replaces the
-    # table's pages that the head would read, so a process that runs only batches of one holds as much memory as
-    # without it; one that also runs larger batches (a server, beams) holds both, the table's size more.
+    # 1.4 ms of a 19.8 ms GPT-2-small step, results/20261203T052935Z-single-row-head); batches keep reading the
+    # table itself. The copy replaces the table's pages that the head would read, so a process that runs only
+    # batches of one holds as much memory as without it; one that also runs larger batches (a server, beams) holds
+    # both, the table's size more.
     single_row_head: bool = True
 
     def __post_init__(self) -> None:
