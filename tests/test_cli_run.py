@@ -41,27 +41,6 @@ def test_run_json_lines_with_batching(tiny_export: Path, tmp_path: Path) -> None
         assert 1 <= len(line["token_ids"]) <= 5 and line["timings"]["prefill_ms"] > 0
 
 
-@pytest.mark.parametrize(
-    ("options", "single_row"),
-    [((), True), (("--batch-size", "2"), False), (("--num-beams", "2"), False)],
-)
-def test_run_keeps_the_single_row_head_for_runs_of_one_row(
-    tiny_export: Path, monkeypatch: pytest.MonkeyPatch, options: tuple[str, ...], single_row: bool
-) -> None:
-    """One row at a time: the transposed table for the head pays; batches or beams would hold the table twice."""
-    opened: list[Any] = []
-    real_open = Gpt2Onnx.open
-
-    def spy(export: Any, runtime: Any) -> Gpt2Onnx:
-        opened.append(runtime)
-        return real_open(export, runtime)
-
-    monkeypatch.setattr(Gpt2Onnx, "open", spy)
-    result = invoke("run", str(tiny_export), "-p", "Hello", "-p", "Once upon", "-n", "2", "--ignore-eos", *options)
-    assert result.exit_code == 0, result.output
-    assert [runtime.single_row_head for runtime in opened] == [single_row]
-
-
 def test_blank_lines_in_a_prompts_file_are_refused_not_dropped(tiny_export: Path, tmp_path: Path) -> None:
     """A dropped line would shift every later result against the file's lines."""
     prompts = tmp_path / "prompts.txt"

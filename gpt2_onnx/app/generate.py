@@ -48,11 +48,10 @@ def load_for_generation(
     in_place_kv: InPlaceKv = "auto",
     kv_cache: KvCacheFormat = "float32",
     prompt_kernel: PromptKernel = "export",
-    single_row_head: bool = True,
 ) -> Gpt2Onnx:
     """The opened export with its tokenizer, on ``provider`` (never another), in session ``layout``, its KV cache
     written in place or copied as ``in_place_kv`` says, in the format ``kv_cache`` names, its prompts multiplied
-    by ``prompt_kernel``; ``single_row_head`` as :class:`RuntimeOptions` has it (False for runs of several rows)."""
+    by ``prompt_kernel``."""
     options = RuntimeOptions(
         provider=provider,
         intra_op_threads=threads,
@@ -60,6 +59,5 @@ def load_for_generation(
         in_place_kv=in_place_kv,
         kv_cache=kv_cache,
         prompt_kernel=prompt_kernel,
-        single_row_head=single_row_head,
     )
     return Gpt2Onnx.open(export, options)

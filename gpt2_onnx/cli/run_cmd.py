@@ -296,13 +296,8 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    rows = batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1  # steps of several rows
-    # Single rows only: the head's transposed table pays (RuntimeOptions.single_row_head); with batches it would
-    # hold the table twice for the few steps of one row.
-    model = load_for_generation(
-        export, provider, threads, layout, in_place_kv, kv_cache, prompt_kernel, single_row_head=not rows
-    )
-    whole = as_json or no_stream or rows
+    model = load_for_generation(export, provider, threads, layout, in_place_kv, kv_cache, prompt_kernel)
+    whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line
 
