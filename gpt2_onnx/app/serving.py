@@ -112,9 +112,6 @@ class Gpt2OnnxReplica:
             intra_op_threads=replica_threads(config),
             kv_cache=config.kv_cache,
             prompt_kernel=config.prompt_kernel,
-            # A server's steps are mostly batches, which read the tied table itself: the transposed copy for single
-            # rows would add the table's size to the replica's memory for the few steps that run one row.
-            single_row_head=False,
         )
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
