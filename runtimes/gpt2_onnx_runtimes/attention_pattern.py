@@ -68,6 +68,10 @@ class GraphIndex:
             raise self.refuse(layer, f"'{name}' feeds {len(found)} {op} nodes, not one")
         return found[0]
 
+    def is_constant(self, name: str) -> bool:
+        """Whether ``name`` is an initializer or a Constant node's output (its value is not read)."""
+        return name in self.initializers or getattr(self.producer.get(name), "op_type", "") == "Constant"
+
     def constant(self, name: str) -> np.ndarray | None:
         if name in self.initializers:
             return numpy_helper.to_array(self.initializers[name])

@@ -114,11 +114,6 @@ def last_position_logits(model: onnx.ModelProto, what: str = "decode.onnx") -> o
     return out
 
 
-def _constant(g: GraphIndex, name: str) -> bool:
-    """Whether ``name`` is an initializer or a Constant node's output (its value is not read)."""
-    return name in g.initializers or getattr(g.producer.get(name), "op_type", "") == "Constant"
-
-
 def _between(g: GraphIndex, source: str, target: str) -> list[onnx.NodeProto]:
     """The nodes on a path from tensor ``source`` to tensor ``target`` (``target``'s producer included), in graph
     order."""
@@ -169,7 +164,7 @@ def last_layer_at_last_position(
         name
         for node in region
         for name in node.input
-        if name and name != attention and name not in made and not _constant(g, name)
+        if name and name != attention and name not in made and not g.is_constant(name)
     }
     readers = {node.output[0] for node in region} | {final_slice.output[0]}  # nodes by their first output
     read_elsewhere = any(consumer.output[0] not in readers for name in made for consumer in g.consumers.get(name, []))
