@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from gpt2_onnx.app.openai_api import ApiSettings, create_app
 from gpt2_onnx.app.openai_options import http_defaults, request_options
 from gpt2_onnx.app.openai_schema import parse_request
+from gpt2_onnx.app.serving import ReplicaConfig, replica_runtime
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from gpt2_onnx_runtimes.batch_requests import ChoiceUpdate, CompletionSpec, Update
 from gpt2_onnx_runtimes.batching import BatchEngine, EngineOptions
@@ -132,13 +133,17 @@ def models(exports: dict[bool, Path]) -> dict[bool, Gpt2Onnx]:
     return {key: Gpt2Onnx.load(folder) for key, folder in exports.items()}
 
 
+def replica_engine(folder: Path, engine: EngineOptions) -> BatchEngine:
+    """A batching engine loaded as a ``gpt2-onnx serve`` replica loads it (its own runtime options, ONNX Runtime's
+    default threads), so that a replica's options that changed the log-probabilities would fail here."""
+    config = ReplicaConfig(str(folder), ApiSettings("tiny"), engine)
+    return BatchEngine.load(folder, replica_runtime(config, threads=None), engine)
+
+
 @pytest.fixture(scope="module")
 def engines(exports: dict[bool, Path]) -> Iterator[dict[bool, BatchEngine]]:
     """Engines driven step by step by the test (their loops never started)."""
-    made = {
-        key: BatchEngine.load(folder, options=EngineOptions(max_rows=8, trim_columns=1))
-        for key, folder in exports.items()
-    }
+    made = {key: replica_engine(folder, EngineOptions(max_rows=8, trim_columns=1)) for key, folder in exports.items()}
     yield made
     for engine in made.values():
         engine.close()
@@ -179,7 +184,7 @@ def by_api(model: Gpt2Onnx, case: Case) -> list[Answer]:
 
 def by_http(folder: Path, case: Case) -> list[dict[str, Any]]:
     """The request through serve's HTTP app, over an engine whose loop runs on its own thread."""
-    engine = BatchEngine.load(folder, options=EngineOptions(max_rows=8))
+    engine = replica_engine(folder, EngineOptions(max_rows=8))
     app: FastAPI = create_app(engine, ApiSettings("tiny"))
 
     async def go() -> httpx2.Response:

@@ -53,6 +53,7 @@ __all__ = [
     "ServeConfig",
     "app_builder",
     "check_here",
+    "replica_runtime",
     "serve_until_stopped",
 ]
 
@@ -107,12 +108,7 @@ class Gpt2OnnxReplica:
 
     def __init__(self, config: ReplicaConfig) -> None:
         bind_replica_grpc_to_node()  # before Serve starts it, once this constructor returns
-        runtime = RuntimeOptions(
-            provider=config.provider,
-            intra_op_threads=replica_threads(config),
-            kv_cache=config.kv_cache,
-            prompt_kernel=config.prompt_kernel,
-        )
+        runtime = replica_runtime(config, replica_threads(config))
         self._engine = BatchEngine.load(config.export, runtime, config.engine)
         self._engine.start()
         self._app = create_app(self._engine, config.api)
@@ -127,6 +123,18 @@ class Gpt2OnnxReplica:
 
     def __del__(self) -> None:
         self._engine.close()
+
+
+def replica_runtime(config: ReplicaConfig, threads: int | None) -> RuntimeOptions:
+    """A replica's session options: ``config``'s provider, cache format and prompt kernel on ``threads`` intra-op
+    threads, every other option at the runtime's default, as ``gpt2-onnx run`` and the Python API load an export
+    (so that a request answered alone gets the same log-probabilities from all three: tests/test_one_engine.py)."""
+    return RuntimeOptions(
+        provider=config.provider,
+        intra_op_threads=threads,
+        kv_cache=config.kv_cache,
+        prompt_kernel=config.prompt_kernel,
+    )
 
 
 def replica_threads(config: ReplicaConfig) -> int | None:
