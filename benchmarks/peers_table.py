@@ -1,20 +1,25 @@
 """The peers side-by-side's JSON (benchmarks/peers_side_by_side.py) as a Markdown table with its context.
 
-Usage: python benchmarks/peers_table.py RESULT.json > RESULT.md
+Usage: python benchmarks/peers_table.py RESULT.json [--pair-with LABEL ...] > RESULT.md
 
 One row per system: prefill of the 128-token prompt as generation pays it (after a decode) and decode ms/token,
 each with its ratio × PyTorch eager paired per round (lower is faster), the lowest–highest of the per-round ratios,
 peak RSS, the model's files and the 64 greedy tokens against eager's. A run with ``--decode-contexts`` adds a second
 table: decode ms/token after the 128-token prompt and after each longer one, each × eager, and each system's
-ms/token after the longest over after 128 (its own, per round); without them the output is as it was.
+ms/token after the longest over after 128 (its own, per round); without them the output is as it was. Each
+``--pair-with LABEL`` adds a column to that table: each system's growth over LABEL's in the same round, the median and
+the rounds where it was no larger (a machine that slows down for a round slows the systems measured in that round
+alike, and the pairing cancels it; the growth's own spread across rounds is several times the gap between systems).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 MIB = 2**20
 
@@ -63,9 +68,18 @@ def _contexts(report: dict[str, Any]) -> list[int]:
     return [int(n) for n in report["settings"].get("decode_contexts") or []]
 
 
-def context_rows(report: dict[str, Any]) -> list[str]:
+def _paired_growth(report: dict[str, Any], label: str, growth: str, other: str) -> str:
+    """``label``'s growth over ``other``'s, round by round: the median and the rounds where it was no larger."""
+    ours = np.asarray(report["peers"][label]["rounds"][growth])
+    theirs = np.asarray(report["peers"][other]["rounds"][growth])
+    paired = ours / theirs
+    return f"{float(np.median(paired)):.3f} ({int((paired <= 1.0).sum())}/{paired.size})"
+
+
+def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> list[str]:
     """The second table, decode as the context grows, and a line saying how it was measured; nothing where the run
-    had no ``decode_contexts``."""
+    had no ``decode_contexts``. Each of ``pair_with`` (a system's label) adds a column: every system's growth over
+    that system's, per round (KeyError for a label the run does not have)."""
     contexts = _contexts(report)
     if not contexts:
         return []
@@ -74,14 +88,20 @@ def context_rows(report: dict[str, Any]) -> list[str]:
     keys = ["decode_ms_per_token", *(f"decode_ms_per_token/{n}" for n in contexts)]
     headings = [f"after {n:,} tokens (× eager)" for n in (base, *contexts)]
     growth = f"decode_growth/{longest}"
+    missing = [label for label in pair_with if label not in report["peers"]]
+    if missing:
+        raise KeyError(f"no system labelled {missing[0]!r} in this run")
+    paired_headings = "".join(f" ÷ {label}'s, per round: median (rounds ≤ 1) |" for label in pair_with)
     lines = [
-        f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}, per round |",
-        "|---" * (len(headings) + 2) + "|",
+        f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}, per round |"
+        + paired_headings,
+        "|---" * (len(headings) + 2 + len(pair_with)) + "|",
     ]
     for label, entry in report["peers"].items():
         rounds = entry["rounds"][growth]
         ratio = f"{entry['median'][growth]:.2f}× ({min(rounds):.2f}–{max(rounds):.2f})"
-        cells = [label, *(_timing(entry, key, label == baseline) for key in keys), ratio]
+        paired = [_paired_growth(report, label, growth, other) for other in pair_with]
+        cells = [label, *(_timing(entry, key, label == baseline) for key in keys), ratio, *paired]
         lines.append("| " + " | ".join(cells) + " |")
     note = (
         f"Decode as the context grows, in the same rounds: (last − first token time) / (n − 1) of a generation after "
@@ -168,10 +188,19 @@ def context(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    report = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("result", type=Path, help="the side-by-side's JSON")
+    parser.add_argument(
+        "--pair-with", action="append", default=[], metavar="LABEL", help="a system to pair the growth with"
+    )
+    args = parser.parse_args()
+    report = json.loads(args.result.read_text(encoding="utf-8"))
+    unknown = [label for label in args.pair_with if label not in report["peers"]]
+    if unknown:
+        parser.error(f"no system labelled {unknown[0]!r} in {args.result}")
     print("\n".join(rows(report)))
     print()
-    by_context = context_rows(report)
+    by_context = context_rows(report, tuple(args.pair_with))
     if by_context:
         print("\n".join(by_context))
         print()

@@ -236,6 +236,24 @@ def test_context_table_only_when_the_run_has_contexts() -> None:
     assert lines[4] == "" and "of 512, 1,000 tokens (16 tokens each)" in lines[5]
 
 
+def test_context_table_pairs_the_growth_per_round() -> None:
+    from benchmarks.peers_report import figures
+    from benchmarks.peers_table import context_rows
+
+    report = _report()
+    raws = [_raw("pytorch-eager", "eager", 0.010, (1000,)), _raw("peer", "onnx", 0.005, (1000,))]
+    report["peers"] = figures(raws, "pytorch-eager", (1000,))
+    report["settings"].update(decode_contexts=[1000], context_new_tokens=16)
+    report["peers"]["peer"]["rounds"]["decode_growth/1000"] = [2.4, 6.0]  # eager's: 3.0, 5.0
+    lines = context_rows(report, ("pytorch-eager",))
+    assert lines[0].endswith("| ÷ pytorch-eager's, per round: median (rounds ≤ 1) |")
+    assert lines[1] == "|---" * 5 + "|"
+    assert lines[2].endswith("| 1.000 (2/2) |")  # itself
+    assert lines[3].endswith("| 1.000 (1/2) |")  # 0.8 and 1.2: the median 1.0, one round no larger
+    with pytest.raises(KeyError, match="no system labelled 'absent'"):
+        context_rows(report, ("absent",))
+
+
 def test_llama_cpp_context_holds_the_longest_sequence() -> None:
     from benchmarks.peer_common import context_positions
 
