@@ -173,6 +173,24 @@ KINDS = (
         "our fp32 export, OpenVINO GenAI with f32 compute forced and PyTorch eager.",
     ),
     Kind(
+        "-peers-growth",
+        "Decode as the context grows, quantized, 24 rounds",
+        "`python benchmarks/peers_side_by_side.py --checkpoint benchmarks/out/peers/checkpoint --ours LABEL FOLDER "
+        '[kv_cache=int8] ... --peer "llama.cpp q8_0" benchmarks.llama_cpp_system:LlamaCppSystem LLAMA_PY q8_0.gguf '
+        "--peer ... q4_0.gguf --repeats 24 --threads 2 --decode-contexts 1000`, the table by "
+        '`benchmarks/peers_table.py JSON --pair-with "llama.cpp q8_0" --pair-with "llama.cpp q4_0"`: the side-by-side '
+        "benchmark's protocol with only our int8 and int4 exports (with and without the int8 KV cache), llama.cpp's "
+        "q8_0 and q4_0 and PyTorch eager, more rounds than the full run, and each system's growth paired per round "
+        "with llama.cpp's.",
+    ),
+    Kind(
+        "-peers-int8-growth",
+        "Decode as the context grows, int8 and its options",
+        "The same protocol as the previous section, 8 rounds: our int8 export with each of its options and their "
+        "combinations (`--matmul-kernel dynamic`, `--prompt-kernel dynamic`, `--kv-cache int8`), llama.cpp q8_0, "
+        "OpenVINO int8 and PyTorch eager; the growth paired per round with q8_0's.",
+    ),
+    Kind(
         "-fp32-projections",
         "An fp32 prompt's kernels beside OpenVINO's",
         "`python benchmarks/fp32_projections.py --openvino-python PY`: one 128-token prompt's kernel time by "
