@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
@@ -211,3 +212,32 @@ def test_exports_sharing_one_load_and_trace_write_what_exports_of_their_own_writ
     assert _graph_bytes(tmp_path / "fp32") == _graph_bytes(tiny_export)
     export_model(options("int8"))
     assert _graph_bytes(tmp_path / "int8") == _graph_bytes(shared_int8)
+
+
+def test_prefill_runs_the_last_block_past_its_attention_on_the_last_position(tiny_export: Path) -> None:
+    """prefill.onnx's last block slices to the last position after its attention: its MLP multiplies one row per
+    sequence, the block before it every row; decode.onnx (every position's logits) keeps every row throughout."""
+    dims = read_manifest(tiny_export).dims
+    last, before = dims.n_layer - 1, dims.n_layer - 2
+    prompt = 5
+    for kind, rows_last in (("prefill", 1), ("decode", prompt)):
+        model = onnx.load(str(tiny_export / f"{kind}.onnx"))  # with its weights: the session reads them from memory
+        mlp_in = {
+            layer: next(
+                n.output[0] for n in model.graph.node if any(f"h.{layer}.mlp.c_fc.weight" in i for i in n.input)
+            )
+            for layer in (last, before)
+        }
+        model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in mlp_in.values())
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds: dict[str, Any] = {
+            "input_ids": np.arange(prompt, dtype=np.int64)[None],  # (1, T)
+            "attention_mask": np.ones((1, prompt), dtype=np.int64),
+            "position_ids": np.arange(prompt, dtype=np.int64)[None],
+        }
+        for value in session.get_inputs():
+            if value.name not in feeds:  # decode's past: empty
+                feeds[value.name] = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.float32)
+        found = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+        assert found[mlp_in[before]].shape[:2] == (1, prompt), kind
+        assert found[mlp_in[last]].shape[:2] == (1, rows_last), kind
