@@ -6,10 +6,12 @@ One row per system: prefill of the 128-token prompt as generation pays it (after
 each with its ratio × PyTorch eager paired per round (lower is faster), the lowest–highest of the per-round ratios,
 peak RSS, the model's files and the 64 greedy tokens against eager's. A run with ``--decode-contexts`` adds a second
 table: decode ms/token after the 128-token prompt and after each longer one, each × eager, and each system's
-ms/token after the longest over after 128 (its own, per round); without them the output is as it was. Each
-``--pair-with LABEL`` adds a column to that table: each system's growth over LABEL's in the same round, the median and
-the rounds where it was no larger (a machine that slows down for a round slows the systems measured in that round
-alike, and the pairing cancels it; the growth's own spread across rounds is several times the gap between systems).
+ms/token after the longest over after 128 (its own, per round); without them the output is as it was.
+
+Each ``--pair-with LABEL`` adds a column to each table: every system's prefill and decode, and its growth, over
+LABEL's in the same round, the median and the rounds where it was no larger. A machine that slows down for a round
+slows every system measured in that round alike, and the pairing cancels it; the growth's own spread across rounds
+is several times the gap between systems.
 """
 
 from __future__ import annotations
@@ -39,9 +41,13 @@ def _spread(entry: dict[str, Any], key: str) -> str:
     return f"{min(rounds):.2f}–{max(rounds):.2f}"
 
 
-def rows(report: dict[str, Any]) -> list[str]:
-    """The table's rows, systems in the run's order (the baseline first)."""
-    lines = [HEADER, "|---" * 7 + "|"]
+def rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> list[str]:
+    """The table's rows, systems in the run's order (the baseline first). Each of ``pair_with`` (a system's label)
+    adds a column: every system's prefill and decode over that system's, per round (KeyError for a label the run
+    does not have)."""
+    _check_labels(report, pair_with)
+    paired_headings = "".join(f" prefill / decode ÷ {label}'s, per round: median (rounds ≤ 1) |" for label in pair_with)
+    lines = [HEADER + paired_headings, "|---" * (7 + len(pair_with)) + "|"]
     baseline = report["baseline"]
     for label, entry in report["peers"].items():
         system = report["systems"][label]
@@ -58,6 +64,7 @@ def rows(report: dict[str, Any]) -> list[str]:
             f"{system['memory']['peak_rss_after_generate'] / MIB:,.0f}",
             model_files,
             "reference" if label == baseline else report["greedy"]["agreement"][label],
+            *(_paired_timings(report, label, other) for other in pair_with),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -68,12 +75,25 @@ def _contexts(report: dict[str, Any]) -> list[int]:
     return [int(n) for n in report["settings"].get("decode_contexts") or []]
 
 
-def _paired_growth(report: dict[str, Any], label: str, growth: str, other: str) -> str:
-    """``label``'s growth over ``other``'s, round by round: the median and the rounds where it was no larger."""
-    ours = np.asarray(report["peers"][label]["rounds"][growth])
-    theirs = np.asarray(report["peers"][other]["rounds"][growth])
+def _paired(report: dict[str, Any], label: str, other: str, key: str, field: str = "ratio_rounds") -> str:
+    """``label``'s per-round figure ``key`` over ``other``'s, round by round: the median and the rounds where it was
+    no larger. ``field`` 'ratio_rounds': the figure × the baseline's in that round (the baseline cancels, so this is
+    the two systems' own times paired per round); 'rounds': the figure itself (a growth)."""
+    ours = np.asarray(report["peers"][label][field][key])
+    theirs = np.asarray(report["peers"][other][field][key])
     paired = ours / theirs
     return f"{float(np.median(paired)):.3f} ({int((paired <= 1.0).sum())}/{paired.size})"
+
+
+def _paired_timings(report: dict[str, Any], label: str, other: str) -> str:
+    """Prefill and decode of ``label`` over ``other``'s, each paired per round (:func:`_paired`)."""
+    return f"{_paired(report, label, other, 'prefill_ms')} / {_paired(report, label, other, 'decode_ms_per_token')}"
+
+
+def _check_labels(report: dict[str, Any], pair_with: tuple[str, ...]) -> None:
+    missing = [label for label in pair_with if label not in report["peers"]]
+    if missing:
+        raise KeyError(f"no system labelled {missing[0]!r} in this run")
 
 
 def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> list[str]:
@@ -88,9 +108,7 @@ def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> lis
     keys = ["decode_ms_per_token", *(f"decode_ms_per_token/{n}" for n in contexts)]
     headings = [f"after {n:,} tokens (× eager)" for n in (base, *contexts)]
     growth = f"decode_growth/{longest}"
-    missing = [label for label in pair_with if label not in report["peers"]]
-    if missing:
-        raise KeyError(f"no system labelled {missing[0]!r} in this run")
+    _check_labels(report, pair_with)
     paired_headings = "".join(f" ÷ {label}'s, per round: median (rounds ≤ 1) |" for label in pair_with)
     lines = [
         f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}, per round |"
@@ -100,7 +118,7 @@ def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> lis
     for label, entry in report["peers"].items():
         rounds = entry["rounds"][growth]
         ratio = f"{entry['median'][growth]:.2f}× ({min(rounds):.2f}–{max(rounds):.2f})"
-        paired = [_paired_growth(report, label, growth, other) for other in pair_with]
+        paired = [_paired(report, label, other, growth, field="rounds") for other in pair_with]
         cells = [label, *(_timing(entry, key, label == baseline) for key in keys), ratio, *paired]
         lines.append("| " + " | ".join(cells) + " |")
     note = (
@@ -191,14 +209,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("result", type=Path, help="the side-by-side's JSON")
     parser.add_argument(
-        "--pair-with", action="append", default=[], metavar="LABEL", help="a system to pair the growth with"
+        "--pair-with", action="append", default=[], metavar="LABEL", help="a system to pair the others with"
     )
     args = parser.parse_args()
     report = json.loads(args.result.read_text(encoding="utf-8"))
     unknown = [label for label in args.pair_with if label not in report["peers"]]
     if unknown:
         parser.error(f"no system labelled {unknown[0]!r} in {args.result}")
-    print("\n".join(rows(report)))
+    print("\n".join(rows(report, tuple(args.pair_with))))
     print()
     by_context = context_rows(report, tuple(args.pair_with))
     if by_context:

@@ -236,9 +236,9 @@ def test_context_table_only_when_the_run_has_contexts() -> None:
     assert lines[4] == "" and "of 512, 1,000 tokens (16 tokens each)" in lines[5]
 
 
-def test_context_table_pairs_the_growth_per_round() -> None:
+def test_tables_pair_the_systems_per_round() -> None:
     from benchmarks.peers_report import figures
-    from benchmarks.peers_table import context_rows
+    from benchmarks.peers_table import context_rows, rows
 
     report = _report()
     raws = [_raw("pytorch-eager", "eager", 0.010, (1000,)), _raw("peer", "onnx", 0.005, (1000,))]
@@ -252,6 +252,11 @@ def test_context_table_pairs_the_growth_per_round() -> None:
     assert lines[3].endswith("| 1.000 (1/2) |")  # 0.8 and 1.2: the median 1.0, one round no larger
     with pytest.raises(KeyError, match="no system labelled 'absent'"):
         context_rows(report, ("absent",))
+    first = rows(report, ("pytorch-eager",))
+    assert first[0].endswith("| prefill / decode ÷ pytorch-eager's, per round: median (rounds ≤ 1) |")
+    assert first[1] == "|---" * 8 + "|"
+    assert first[2].endswith("| 1.000 (2/2) / 1.000 (2/2) |")
+    assert first[3].endswith("| 0.500 (2/2) / 0.500 (2/2) |")  # half eager's times in both rounds
 
 
 def test_llama_cpp_context_holds_the_longest_sequence() -> None:
