@@ -214,6 +214,15 @@ KINDS = (
         "same tokens.",
     ),
     Kind(
+        "-prefill-last-position",
+        "prefill.onnx with its last block on the last position",
+        "`python benchmarks/peers_side_by_side.py --checkpoint benchmarks/out/peers/checkpoint --ours LABEL FOLDER "
+        "layout=split ... --repeats 10 --threads 2`, the table by `benchmarks/peers_table.py JSON --pair-with LABEL`: "
+        "the split layout, which runs a prompt through the folder's own prefill.onnx as the C++, C# and JavaScript "
+        "consumers do, on exports made before and after the exporter ran the last block past its attention on the "
+        "last position only; the prefill and decode of each paired per round with the export made before.",
+    ),
+    Kind(
         "-single-row-head",
         "The tied head's single row over the transposed table",
         "`python benchmarks/paired_graphs.py --compare single-row-head FOLDER`: fp32, the tied head of a batch of "
