@@ -213,9 +213,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     report = json.loads(args.result.read_text(encoding="utf-8"))
-    unknown = [label for label in args.pair_with if label not in report["peers"]]
-    if unknown:
-        parser.error(f"no system labelled {unknown[0]!r} in {args.result}")
+    try:
+        _check_labels(report, tuple(args.pair_with))
+    except KeyError as exc:
+        parser.error(f"{exc.args[0]} ({args.result})")
     print("\n".join(rows(report, tuple(args.pair_with))))
     print()
     by_context = context_rows(report, tuple(args.pair_with))
