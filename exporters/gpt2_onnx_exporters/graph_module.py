@@ -152,6 +152,7 @@ class Gpt2GraphModule(nn.Module):
         attn = torch.matmul(probs, v).transpose(1, 2).flatten(2)  # (B, T, d)
         if last_position:  # past the attention no position reads another: the rest of the block runs on one row
             attn, hidden = attn[:, -1:, :], hidden[:, -1:, :]  # (B, 1, d) each; left padding keeps it real
+        # From here on T is 1 with last_position.
         hidden = hidden + (attn @ block.attn.c_proj.weight + block.attn.c_proj.bias)  # (B, T, d)
         x = F.layer_norm(hidden, (d,), block.ln_2.weight, block.ln_2.bias, self.eps)  # (B, T, d)
         inner = self.act(x @ block.mlp.c_fc.weight + block.mlp.c_fc.bias)  # (B, T, n_inner)
