@@ -13,7 +13,7 @@ import pytest
 
 from gpt2_onnx_core.hashing import sha256_file
 from gpt2_onnx_core.manifest import read_manifest
-from gpt2_onnx_core.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, graph_inputs, graph_outputs
+from gpt2_onnx_core.names import GRAPH_FILES, GRAPHS, WEIGHTS_FILE, graph_inputs, graph_outputs, past_names
 from tests.conftest import export_checkpoint
 from tests.helpers import external_locations, load_graph, manifest_dims, vocab_by_d_initializers
 
@@ -235,9 +235,9 @@ def test_prefill_runs_the_last_block_past_its_attention_on_the_last_position(tin
             "attention_mask": np.ones((1, prompt), dtype=np.int64),
             "position_ids": np.arange(prompt, dtype=np.int64)[None],
         }
-        for value in session.get_inputs():
-            if value.name not in feeds:  # decode's past: empty
-                feeds[value.name] = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.float32)
+        if kind == "decode":  # an empty past
+            empty = np.zeros((1, dims.n_head, 0, dims.head_dim), dtype=np.float32)  # (1, nh, 0, hs)
+            feeds.update(dict.fromkeys(past_names(dims.n_layer), empty))
         found = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
         assert found[mlp_in[before]].shape[:2] == (1, prompt), kind
         assert found[mlp_in[last]].shape[:2] == (1, rows_last), kind
