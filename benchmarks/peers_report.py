@@ -64,11 +64,17 @@ _POSITIONAL = {"kind", "label", "folder", "factory", "python"}  # set by the com
 
 
 def peers_settings(
-    threads: int, repeats: int, warmup: int = 1, new_tokens: int = 64, decode_contexts: Sequence[int] = ()
+    threads: int,
+    repeats: int,
+    warmup: int = 1,
+    new_tokens: int = 64,
+    decode_contexts: Sequence[int] = (),
+    context_new_tokens: int = BenchSettings.context_new_tokens,
 ) -> BenchSettings:
     """The bench's settings for the side-by-side: one 128-token prompt at batch 1 everywhere; the "batch" task is
     a second decode-prompt generation (batch 1, 128 tokens) and so the prefill that follows a decode. With
-    ``decode_contexts``, a decode run after a prompt of each of those lengths too (after the other tasks)."""
+    ``decode_contexts``, a decode run after a prompt of each of those lengths too (after the other tasks), of
+    ``context_new_tokens`` tokens each."""
     return BenchSettings(
         threads=threads,
         prompt_lengths=(128,),
@@ -79,6 +85,7 @@ def peers_settings(
         repeats=repeats,
         warmup=warmup,
         decode_contexts=tuple(decode_contexts),
+        context_new_tokens=context_new_tokens,
     )
 
 

@@ -12,12 +12,12 @@ interleaved ``bench`` run: each system in a worker process of its own and in its
 ``--ours LABEL FOLDER [FIELD=VALUE ...]``: an export folder on the bench's ONNX path (``SystemSpec(kind="onnx")``),
 any SystemSpec field as a runtime option. ``--peer LABEL FACTORY PYTHON PATH``: a peer system, ``FACTORY`` called in
 the worker of ``PYTHON``. ``--decode-contexts 512,1000``: in the same rounds, a decode run after a prompt of each
-of those lengths too (``BenchSettings.decode_contexts``, 16 new tokens each), for decode ms/token as the context grows
-(benchmarks/peers_table.py prints them as a second table). Before measuring, each system's greedy tokens on the
-decode prompt (a process each, built as its worker builds it) are compared with PyTorch eager's ("identical" or
-"splits at step k"). The figures are in benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own
-report of the same rounds, the tokens, what each peer reports of itself, the machine's CPU features and every venv's
-versions.
+of those lengths too (``BenchSettings.decode_contexts``, ``--context-new-tokens`` new tokens each, 16 by default),
+for decode ms/token as the context grows (benchmarks/peers_table.py prints them as a second table; 1,000 + 24 fills
+GPT-2's 1,024 positions). Before measuring, each system's greedy tokens on the decode prompt (a process each, built
+as its worker builds it) are compared with PyTorch eager's ("identical" or "splits at step k"). The figures are in
+benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own report of the same rounds, the tokens,
+what each peer reports of itself, the machine's CPU features and every venv's versions.
 """
 
 from __future__ import annotations
@@ -117,8 +117,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="LENGTHS",
         help="also decode after prompts of these lengths, e.g. 512,1000 (decode ms/token as the context grows)",
     )
+    parser.add_argument(
+        "--context-new-tokens",
+        type=int,
+        default=BenchSettings.context_new_tokens,
+        metavar="N",
+        help="tokens generated after each --decode-contexts prompt (at least 2; more: less noise in their ms/token)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
     args = parser.parse_args(argv)
+    if args.context_new_tokens < 2:
+        parser.error(
+            f"--context-new-tokens must be >= 2 (a decode step after the first token), got {args.context_new_tokens}"
+        )
     if not args.ours:
         parser.error("give at least one --ours LABEL FOLDER")
     try:
@@ -138,13 +149,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse()
     specs: list[SystemSpec] = args.specs
-    settings = peers_report.peers_settings(args.threads, args.repeats, decode_contexts=args.decode_contexts)
+    settings = peers_report.peers_settings(
+        args.threads, args.repeats, decode_contexts=args.decode_contexts, context_new_tokens=args.context_new_tokens
+    )
     first_ours = next(spec for spec in specs if spec.kind == "onnx" and spec.factory is None)
     manifest = read_manifest(Path(str(first_ours.folder)))
     if settings.longest_sequence() > manifest.dims.n_positions:
         raise SystemExit(
             f"the run needs {settings.longest_sequence()} positions, the model holds {manifest.dims.n_positions}: "
-            "give shorter --decode-contexts"
+            "give shorter --decode-contexts or fewer --context-new-tokens"
         )
     tokens = token_check(specs, args.checkpoint, settings, manifest.dims.vocab_size)
     _log(f"tokens vs {BASELINE}: {tokens['agreement']}")
