@@ -191,6 +191,15 @@ KINDS = (
         "OpenVINO int8 and PyTorch eager; the growth paired per round with q8_0's.",
     ),
     Kind(
+        "-peers-growth-24",
+        "Decode as the context grows, 24 tokens after 1,000, beside llama.cpp and OpenVINO",
+        "The protocol of the 24-round section above with `--context-new-tokens 24` (the decode run after the "
+        "1,000-token prompt times 24 tokens, all of GPT-2's 1,024 positions, against 16 there) and OpenVINO's int8 "
+        "and int4 folders (its CPU defaults) beside llama.cpp's q8_0 and q4_0; the table by `benchmarks/peers_table.py "
+        'JSON --pair-with "llama.cpp q8_0" --pair-with "llama.cpp q4_0" --pair-with "OpenVINO int8 weights" '
+        '--pair-with "OpenVINO int4 weights"`.',
+    ),
+    Kind(
         "-fp32-projections",
         "An fp32 prompt's kernels beside OpenVINO's",
         "`python benchmarks/fp32_projections.py --openvino-python PY`: one 128-token prompt's kernel time by "
