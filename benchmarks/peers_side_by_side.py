@@ -38,6 +38,7 @@ from benchmarks.optimum_side_by_side import venv_versions  # noqa: E402
 from gpt2_onnx.app.bench.run import measure  # noqa: E402  # after the path
 from gpt2_onnx.app.bench.table import render_table  # noqa: E402
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec  # noqa: E402
+from gpt2_onnx_core.errors import OptionError  # noqa: E402
 from gpt2_onnx_core.manifest import read_manifest  # noqa: E402
 
 BASELINE = "pytorch-eager"
@@ -126,10 +127,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, required=True, help="the JSON to write")
     args = parser.parse_args(argv)
-    if args.context_new_tokens < 2:
-        parser.error(
-            f"--context-new-tokens must be >= 2 (a decode step after the first token), got {args.context_new_tokens}"
+    try:
+        args.settings = peers_report.peers_settings(
+            args.threads, args.repeats, decode_contexts=args.decode_contexts, context_new_tokens=args.context_new_tokens
         )
+    except OptionError as exc:  # BenchSettings' own rules, named as this command's flags
+        flags = ("threads", "repeats", "decode_contexts", "context_new_tokens")
+        parser.error(exc.render({name: "--" + name.replace("_", "-") for name in flags}))
     if not args.ours:
         parser.error("give at least one --ours LABEL FOLDER")
     try:
@@ -149,9 +153,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse()
     specs: list[SystemSpec] = args.specs
-    settings = peers_report.peers_settings(
-        args.threads, args.repeats, decode_contexts=args.decode_contexts, context_new_tokens=args.context_new_tokens
-    )
+    settings: BenchSettings = args.settings
     first_ours = next(spec for spec in specs if spec.kind == "onnx" and spec.factory is None)
     manifest = read_manifest(Path(str(first_ours.folder)))
     if settings.longest_sequence() > manifest.dims.n_positions:
