@@ -26,6 +26,7 @@ def assert_one_line_error(result: Result, code: int, *fragments: str) -> None:
         assert fragment in error, error
 
 
+@pytest.mark.usefixtures("shared_tracing")  # its subject is the folder and the report, not the trace
 def test_export_writes_a_checked_folder(tiny_checkpoint: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = invoke("export", "--model", str(tiny_checkpoint), "-o", str(out))
