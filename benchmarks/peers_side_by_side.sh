@@ -32,7 +32,7 @@ THREADS=${THREADS:-2}
 OURS_DEFAULTS=${OURS_DEFAULTS:-1}                    # 0: only the --ours given as arguments
 SUFFIX=${SUFFIX:-peers}                              # results/<stamp>-SUFFIX.{json,md}
 DECODE_CONTEXTS=${DECODE_CONTEXTS:-}                 # e.g. 512,1000: decode runs after longer prompts too
-CONTEXT_NEW_TOKENS=${CONTEXT_NEW_TOKENS:-16}         # tokens generated in each of those runs (1,000 + 24 fills 1,024)
+CONTEXT_NEW_TOKENS=${CONTEXT_NEW_TOKENS:-}           # tokens in each (unset: the default, 16; 1,000 + 24 fills 1,024)
 # KV_INT8=0: leave out our exports with the int8 KV cache (--kv-cache int8, the lossy option)
 # PROMPT_DYNAMIC=0: leave out our int8/int4 exports with --prompt-kernel dynamic (more memory, prompts through QGEMM)
 export PEERS_CACHE PYTHON
@@ -169,7 +169,10 @@ fi
 # (4) The run.
 contexts=()
 if [ -n "$DECODE_CONTEXTS" ]; then
-  contexts=(--decode-contexts "$DECODE_CONTEXTS" --context-new-tokens "$CONTEXT_NEW_TOKENS")
+  contexts=(--decode-contexts "$DECODE_CONTEXTS")
+  if [ -n "$CONTEXT_NEW_TOKENS" ]; then
+    contexts+=(--context-new-tokens "$CONTEXT_NEW_TOKENS")
+  fi
 fi
 uptime >&2
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

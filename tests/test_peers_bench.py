@@ -196,13 +196,11 @@ def test_side_by_side_takes_decode_contexts(capsys: pytest.CaptureFixture[str]) 
 def test_side_by_side_takes_the_tokens_after_each_long_prompt(capsys: pytest.CaptureFixture[str]) -> None:
     """--context-new-tokens sizes the decode runs after --decode-contexts' prompts (16 unless given): 24 after
     1,000 tokens fills GPT-2's 1,024 positions."""
-    from benchmarks.peers_report import peers_settings
     from benchmarks.peers_side_by_side import parse
 
     common = ["--checkpoint", "ckpt", "--ours", "fp32", "out/fp32", "--out", "r.json", "--decode-contexts", "1000"]
     assert parse(common).context_new_tokens == 16
-    args = parse([*common, "--context-new-tokens", "24"])
-    settings = peers_settings(2, 3, decode_contexts=args.decode_contexts, context_new_tokens=args.context_new_tokens)
+    settings = parse([*common, "--context-new-tokens", "24"]).settings
     assert settings.context_new_tokens == 24 and settings.longest_sequence() == 1024
     tasks = {task.name: task for task in bench_tasks(settings, vocab_size=50257)}
     assert tasks["decode/1000"].new_tokens == 24 and tasks["decode"].new_tokens == 64
