@@ -4,6 +4,7 @@ removes the application only, and the cluster goes on."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import signal
 import subprocess
@@ -25,8 +26,13 @@ pytestmark = pytest.mark.slow  # about a minute: a Ray head and three deployment
 
 START_TIMEOUT_S = 120.0
 # The head and the commands that join it: loopback only (see gpt2_onnx.cli.serve_cmd), and Ray's token
-# authentication, which a driver given an explicit address turns on only when told.
-CLUSTER_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token"}
+# authentication, which a driver given an explicit address turns on only when told, with this run's token: `ray start`
+# finds none otherwise (unless an earlier Ray left one in ~/.ray/auth_token), and never writes one.
+CLUSTER_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "token",
+    "RAY_AUTH_TOKEN": secrets.token_hex(32),
+}
 BODY = {"model": "tiny", "prompt": "The meaning of life is", "max_tokens": 8, "temperature": 0}
 
 
@@ -62,8 +68,12 @@ def cluster() -> Iterator[Cluster]:
 
 
 def _stop_head(head: subprocess.Popen[bytes]) -> None:
-    """End the head and every process it started, by PID (never `ray stop`: it ends every Ray on the machine)."""
-    processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+    """End the head and every process it started, by PID (never `ray stop`: it ends every Ray on the machine). A
+    head that has already exited (it failed to start: the fixture's assertion shows its log) leaves nothing."""
+    try:
+        processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
     head.send_signal(signal.SIGINT)
     _, alive = psutil.wait_procs(processes, timeout=10)
     for process in alive:
