@@ -76,7 +76,8 @@ def cuda_works() -> bool:
 
 
 def export_checkpoint(checkpoint: Path | str, output: Path, *, share_trace: bool = False, **options: Any) -> Path:
-    """Export ``checkpoint`` in this process; ``share_trace``: with ``tests.helpers.session_export_work``."""
+    """Export ``checkpoint`` in this process; ``share_trace``: with ``tests.helpers.session_export_work``, whose
+    traces the run's workers share (a checkpoint whose weights an export traced before costs no trace)."""
     from gpt2_onnx.app.export import export_model
     from gpt2_onnx_core.config import ExportOptions
     from tests.helpers import session_export_work
@@ -114,6 +115,23 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def run_traces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder where the run's workers share their traces (tests/shared_traces.py), beside made_once's."""
+    from tests.shared_traces import FOLDER_VARIABLE
+
+    folder = _run_folder(tmp_path_factory) / "traces"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FOLDER_VARIABLE, str(folder))
+        yield folder
+
+
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's temporary folder: the workers' own are popen-gw0, popen-gw1, ... inside it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """``make(folder)`` run once per test run, whichever process asks first: the suite runs in pytest-xdist
     workers (``-n`` in pyproject.toml), and what one worker made, the others read. The folder lives beside the
@@ -121,10 +139,7 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
     maker left half-done (no ``.done`` mark beside it) is made again."""
     from filelock import FileLock
 
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the run's folder: the workers' own are popen-gw0, popen-gw1, ...
-    folder = base / "made-once" / name
+    folder = _run_folder(tmp_path_factory) / "made-once" / name
     folder.parent.mkdir(parents=True, exist_ok=True)
     done = folder.with_name(name + ".done")
     with FileLock(str(folder.with_name(name + ".lock"))):
@@ -227,7 +242,7 @@ def peaked_export(peaked_checkpoint: Path, tmp_path_factory: pytest.TempPathFact
     folder = made_once(
         tmp_path_factory,
         "peaked-export",
-        lambda out: export_checkpoint(peaked_checkpoint, out / "tiny", check=False),
+        lambda out: export_checkpoint(peaked_checkpoint, out / "tiny", share_trace=True, check=False),
     )
     return folder / "tiny"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +52,15 @@ def session_export_work() -> Any:
     options they export it with; the rest of each export (passes, files, golden vectors, parity check) is its own.
     Tracing is most of an export's time. What a shared trace writes is byte for byte what an export of its own
     writes (test_export_structure.py compares both ways), so tests whose subject is not loading or tracing share.
+    Under pytest the traces are also shared with the run's other workers, and between checkpoints of equal weights
+    (tests/shared_traces.py).
     Here, not in conftest.py: pytest imports conftest.py as ``conftest`` and a test's ``from tests.conftest import``
     imports it again, which would make a second cache."""
     from gpt2_onnx.app.export import SharedExportWork
+    from tests.shared_traces import FOLDER_VARIABLE, RunExportWork
 
-    return SharedExportWork()
+    folder = os.environ.get(FOLDER_VARIABLE)  # the run's, shared by its workers (tests/shared_traces.py)
+    return RunExportWork(Path(folder)) if folder else SharedExportWork()
 
 
 def load_graph(folder: Path, kind: GraphKind) -> onnx.ModelProto:

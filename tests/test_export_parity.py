@@ -164,7 +164,7 @@ def test_all_logits_prefill_returns_every_position_matching_transformers(
 
     from gpt2_onnx_core.manifest import read_manifest
 
-    folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", all_logits=True)
+    folder = export_checkpoint(tiny_checkpoint, tmp_path / "all-logits", share_trace=True, all_logits=True)
     manifest = read_manifest(folder)
     vocab = manifest.dims.vocab_size
     assert manifest.export["options"]["all_logits"] is True

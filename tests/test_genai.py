@@ -180,7 +180,8 @@ def test_genai_takes_the_checkpoints_search_defaults(
 ) -> None:
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
-    folder = export_checkpoint(defaults_checkpoint, tmp_path_factory.mktemp("genai-defaults-export") / "e", check=False)
+    out = tmp_path_factory.mktemp("genai-defaults-export") / "e"
+    folder = export_checkpoint(defaults_checkpoint, out, share_trace=True, check=False)  # the peaked weights' trace
     search = json.loads((folder / "genai_config.json").read_text())["search"]
     assert search["num_beams"] == 3 and search["num_return_sequences"] == 2 and search["no_repeat_ngram_size"] == 2
     hf = GPT2LMHeadModel.from_pretrained(defaults_checkpoint, attn_implementation="eager").eval()

@@ -40,7 +40,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def export(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     # check=True: the export's own greedy parity check must stay plain greedy whatever the checkpoint asks for
-    return export_checkpoint(checkpoint, tmp_path_factory.mktemp("defaults-export") / "tiny")
+    return export_checkpoint(checkpoint, tmp_path_factory.mktemp("defaults-export") / "tiny", share_trace=True)
 
 
 @pytest.fixture(scope="module")

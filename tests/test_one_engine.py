@@ -120,7 +120,8 @@ def defaults_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = save_checkpoint(tmp_path_factory.mktemp("sampling-defaults-checkpoint"))
     config = json.loads((folder / "generation_config.json").read_text())
     (folder / "generation_config.json").write_text(json.dumps({**config, **SAMPLING_DEFAULTS}))
-    return export_checkpoint(folder, tmp_path_factory.mktemp("sampling-defaults-export") / "tiny", check=False)
+    out = tmp_path_factory.mktemp("sampling-defaults-export") / "tiny"
+    return export_checkpoint(folder, out, share_trace=True, check=False)  # the tiny weights' trace
 
 
 @pytest.fixture(scope="module")

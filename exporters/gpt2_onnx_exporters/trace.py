@@ -124,11 +124,17 @@ class TraceCache:
         """:func:`trace_graph`, or a copy of the graph traced before for this very model and settings."""
         if model is not self.model:
             return trace_graph(model, kind, dims, opset, all_logits)
+        all_logits = all_logits and kind != DECODE  # decode returns every position's logits either way
         key = (kind, opset, all_logits)
         if key not in self._traced:
-            self._traced[key] = trace_graph(model, kind, dims, opset, all_logits)
+            self._traced[key] = self._first_trace(kind, dims, opset, all_logits)
         traced = self._traced[key]
         copy = traced.clone()
         # A clone starts its name counters afresh; the passes' new names must not depend on whether it is a copy.
         copy.graph._name_authority = deepcopy(traced.graph._name_authority)
         return copy
+
+    def _first_trace(self, kind: GraphKind, dims: ModelDims, opset: int, all_logits: bool) -> ir.Model:
+        """The graph this cache keeps for these settings: :func:`trace_graph` of its model. A subclass may take it
+        from elsewhere (the test suite shares traces between its worker processes)."""
+        return trace_graph(self.model, kind, dims, opset, all_logits)

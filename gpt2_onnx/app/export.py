@@ -72,8 +72,12 @@ class SharedExportWork:
         key = (options.model, options.seed, options.tokenizer, options.revision)
         if key not in self._loaded:
             source = load_source(*key)
-            self._loaded[key] = (source, TraceCache(source.model))
+            self._loaded[key] = (source, self._trace_cache(source))
         return self._loaded[key]
+
+    def _trace_cache(self, source: SourceModel) -> TraceCache:
+        """Where one loaded model's traces are kept: in this process. A subclass may keep them elsewhere."""
+        return TraceCache(source.model)
 
 
 def _build_manifest(
