@@ -1,5 +1,6 @@
 """``gpt2-onnx serve`` end to end: one server (a local Ray, one replica) on a loopback port for the module, driven
-by the official OpenAI client and plain HTTP; then Ctrl-C ends it and every process it started.
+by the official OpenAI client and plain HTTP; then Ctrl-C, and SIGTERM during the shutdown, end it and every
+process it started.
 
 The module's server serves the committed fixture export of a trained checkpoint (``fixtures/pydocs-micro-fp32``,
 as small as the tiny test model), not random weights: a request batched with others gets logits that differ from
@@ -77,7 +78,8 @@ def served_model(served: Path) -> Gpt2Onnx:
 @pytest.fixture(scope="module")
 def server(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     logs = tmp_path_factory.mktemp("serve-logs")
-    process = ServeProcess(served, logs, "--api-key", KEY, "--max-batch", "8", "--model-name", "tiny")
+    # -v after the command: the module's last test reads Ray's and Serve's own messages during its shutdown.
+    process = ServeProcess(served, logs, "--api-key", KEY, "--max-batch", "8", "--model-name", "tiny", "-v")
     try:
         yield process.start()
     finally:
@@ -256,18 +258,6 @@ def test_sigterm_stops_the_server_as_ctrl_c_does_and_writes_no_credential(tiny_e
     assert not (home / ".ray" / "auth_token").exists()
 
 
-def test_a_second_signal_during_the_shutdown_still_ends_it_stopped(tiny_export: Path, tmp_path: Path) -> None:
-    """Ctrl-C, then SIGTERM while the application is being removed: the shutdown completes, and -v (after the
-    command) showed Ray's and Serve's own messages meanwhile."""
-    process = ServeProcess(tiny_export, tmp_path, "-v").start()
-    code = process.stop([signal.SIGINT, signal.SIGTERM])
-    assert process.sent_during_shutdown == [signal.SIGTERM], "the server ended before the second signal"
-    assert code == 0 and process.left_running == []
-    stderr = process.stderr()
-    assert stderr.endswith("Stopped.\n") and "Traceback" not in stderr and "Interrupted." not in stderr
-    assert "Started a local Ray instance" in stderr and "Deleting app" in stderr
-
-
 def test_nothing_the_server_started_listens_beyond_loopback(server: ServeProcess) -> None:
     """Ray's services, Serve's proxy and each replica's inter-deployment gRPC server: all on loopback."""
     listening = server.listening()
@@ -370,12 +360,19 @@ def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[],
         check_here(folder, None)
 
 
-def test_ctrl_c_stops_the_server_and_everything_it_started(server: ServeProcess) -> None:
-    """The module's server, stopped as a user stops it: so this is the module's last test (pytest runs a file's
-    tests in order), and the server fixture's own stop then finds nothing left to stop."""
+def test_ctrl_c_then_a_second_signal_stop_the_server_and_everything_it_started(server: ServeProcess) -> None:
+    """The module's server, stopped as an impatient user stops it: Ctrl-C, then SIGTERM while the application is
+    being removed. The shutdown completes, ends every process the server started, and -v (after the command)
+    showed Ray's and Serve's own messages meanwhile. So this is the module's last test (pytest runs a file's tests
+    in order), and the server fixture's own stop then finds nothing left to stop; a single signal's shutdown is
+    test_sigterm_stops_the_server_as_ctrl_c_does_and_writes_no_credential's."""
     ray_processes = server.descendants()
     assert server.replica_pids() and len(ray_processes) > 3  # Ray's services, Serve's controller and proxy
-    code = server.stop()
+    code = server.stop([signal.SIGINT, signal.SIGTERM])
+    assert server.sent_during_shutdown == [signal.SIGTERM], "the server ended before the second signal"
     assert code == 0 and server.left_running == []
-    assert "Serving 'tiny' at http://127.0.0.1:" in server.stdout() and "Stopped." in server.stderr()
+    assert "Serving 'tiny' at http://127.0.0.1:" in server.stdout()
+    stderr = server.stderr()
+    assert stderr.endswith("Stopped.\n") and "Traceback" not in stderr and "Interrupted." not in stderr
+    assert "Started a local Ray instance" in stderr and "Deleting app" in stderr
     assert not list(Path("/tmp").glob(f"gpt2-onnx-ray-*/session_*_{server.pid}")), "Ray's folder was removed"
