@@ -174,7 +174,7 @@ def test_simplify_keeps_the_tie_and_the_shared_file(tiny_checkpoint: Path, tmp_p
     assert read_manifest(folder).export["options"]["simplify"] is True
 
 
-@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("opset", [pytest.param(18, marks=pytest.mark.slow), 21])  # 18: in CI's -m slow run
 def test_newer_opsets_export_and_check(tiny_checkpoint: Path, tmp_path: Path, opset: int) -> None:
     folder = export_checkpoint(tiny_checkpoint, tmp_path / f"opset{opset}", opset=opset)
     for kind in GRAPHS:
