@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTENTION_MASK",
     "BATCH",
+    "CONTRIB_DOMAIN",
     "DECODE",
     "EMBEDDING",
     "GENAI_CONFIG_FILE",
@@ -63,6 +64,7 @@ DECODE: GraphKind = "decode"
 GRAPHS: tuple[GraphKind, ...] = (PREFILL, DECODE)
 GRAPH_FILES: dict[GraphKind, str] = {PREFILL: "prefill.onnx", DECODE: "decode.onnx"}
 WEIGHTS_FILE = "model.onnx.data"  # the one external-data file both graphs read
+CONTRIB_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib operators' domain (MatMulNBits, GroupQueryAttention, ...)
 MANIFEST_FILE = "manifest.json"
 GOLDEN_FILE = "golden.json"
 GENAI_CONFIG_FILE = "genai_config.json"

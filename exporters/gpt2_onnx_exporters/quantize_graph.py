@@ -22,13 +22,12 @@ import onnx_ir as ir
 
 from gpt2_onnx_core.block_quant import quantize_blocks, quantize_columns
 from gpt2_onnx_core.errors import ExportError
+from gpt2_onnx_core.names import CONTRIB_DOMAIN
 from gpt2_onnx_core.precisions import Quantization
 
-__all__ = ["CONTRIB_DOMAIN", "QuantizedTable", "QuantizedTables", "quantize_weights"]
+__all__ = ["QuantizedTable", "QuantizedTables", "quantize_weights"]
 
 log = logging.getLogger(__name__)
-
-CONTRIB_DOMAIN = "com.microsoft"
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ import onnx_ir as ir
 
 from gpt2_onnx_core.config import ModelDims
 from gpt2_onnx_core.errors import ExportError
-from gpt2_onnx_core.names import GraphKind
+from gpt2_onnx_core.names import CONTRIB_DOMAIN, GraphKind
 from gpt2_onnx_core.precisions import FP32, Precision, Quantization
-from gpt2_onnx_exporters.quantize_graph import CONTRIB_DOMAIN, QuantizedTables, quantize_weights
+from gpt2_onnx_exporters.quantize_graph import QuantizedTables, quantize_weights
 from gpt2_onnx_exporters.transforms import check_tied_head, head_initializers
 
 if TYPE_CHECKING:

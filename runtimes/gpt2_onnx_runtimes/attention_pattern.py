@@ -14,11 +14,9 @@ import onnx
 from onnx import helper, numpy_helper
 
 from gpt2_onnx_core.errors import ManifestError
-from gpt2_onnx_core.names import KvKind, past_name, present_name
+from gpt2_onnx_core.names import CONTRIB_DOMAIN, KvKind, past_name, present_name
 
 __all__ = ["Attention", "GraphIndex", "InPlaceRefused", "find_attention", "packed_qkv"]
-
-_MS = "com.microsoft"
 
 
 class InPlaceRefused(ManifestError):
@@ -129,7 +127,7 @@ def _plain_attention(g: GraphIndex, layer: int, head_size: int) -> tuple[str, st
 def _fused_attention(g: GraphIndex, layer: int, head_size: int) -> tuple[str, str, str, float, onnx.NodeProto] | None:
     """--optimize's MultiHeadAttention reading the presents: (query, bias, output, scale, the node), or None."""
     for node in g.graph.node:
-        if node.op_type == "MultiHeadAttention" and node.domain == _MS and len(node.input) >= 6:
+        if node.op_type == "MultiHeadAttention" and node.domain == CONTRIB_DOMAIN and len(node.input) >= 6:
             reads = {_source(g, node.input[1]), _source(g, node.input[2])}
             if reads == {present_name(layer, "key"), present_name(layer, "value")}:
                 if node.input[3] or node.input[4]:

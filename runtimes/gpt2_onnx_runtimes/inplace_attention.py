@@ -58,7 +58,7 @@ from onnx import TensorProto, helper, numpy_helper
 from gpt2_onnx_core import compatibility
 from gpt2_onnx_core.config import ModelDims
 from gpt2_onnx_core.errors import Gpt2OnnxError, InvalidInputError, RuntimeVersionError
-from gpt2_onnx_core.names import ATTENTION_MASK, INPUT_IDS, KV_KINDS, KvKind, past_name, present_name
+from gpt2_onnx_core.names import ATTENTION_MASK, CONTRIB_DOMAIN, INPUT_IDS, KV_KINDS, KvKind, past_name, present_name
 from gpt2_onnx_core.versions import version_tuple
 from gpt2_onnx_runtimes.attention_pattern import Attention, GraphIndex, InPlaceRefused, find_attention, packed_qkv
 
@@ -75,7 +75,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _PREFIX = "/generation/in_place"  # names of what the transform adds
-_MS = "com.microsoft"
 
 
 @dataclass(frozen=True)
@@ -196,8 +195,8 @@ def in_place_attention(
     del graph.node[:]
     graph.node.extend(nodes)
     _live_only(graph)
-    if not any(opset.domain == _MS for opset in out.opset_import):
-        out.opset_import.append(helper.make_opsetid(_MS, 1))
+    if not any(opset.domain == CONTRIB_DOMAIN for opset in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(CONTRIB_DOMAIN, 1))
     return out
 
 
@@ -212,7 +211,7 @@ def _gqa_node(
         [*inputs, "", "", "", found.bias],  # no rotary cos/sin, no position ids; the mask bias
         [found.output, present_name(layer, "key"), present_name(layer, "value")],
         name=f"{_PREFIX}/layers.{layer}/GroupQueryAttention",
-        domain=_MS,
+        domain=CONTRIB_DOMAIN,
         num_heads=n_head,
         kv_num_heads=n_head,  # every head has its own keys and values: plain multi-head attention
         scale=found.scale,

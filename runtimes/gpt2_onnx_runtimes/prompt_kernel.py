@@ -45,6 +45,7 @@ from gpt2_onnx_core.block_quant import BlockQuantized, dequantize, quantize_colu
 from gpt2_onnx_core.errors import InvalidInputError, ManifestError
 from gpt2_onnx_core.layouts import PromptKernel
 from gpt2_onnx_core.manifest import Manifest
+from gpt2_onnx_core.names import CONTRIB_DOMAIN
 from gpt2_onnx_core.precisions import precision_named
 from gpt2_onnx_core.weights_index import ExternalTensorRef, external_tensors
 
@@ -52,7 +53,6 @@ __all__ = ["PROMPT_WEIGHTS_FILE", "PromptGraph", "check_prompt_kernel", "dynamic
 
 log = logging.getLogger(__name__)
 
-_MS = "com.microsoft"
 _SUFFIX = ".prompt_int8"
 _ALIGN = 64  # bytes: every tensor of the in-memory file starts on a cache line
 PROMPT_WEIGHTS_FILE = "prompt_kernel.int8.data"  # the in-memory file's name, as the graph's initializers give it
@@ -157,7 +157,7 @@ def dynamic_prompt_graph(model: onnx.ModelProto, weights: Path, graph_path: Path
     stored = refs.keys() | inline.keys()
     chosen = []  # (index, node): the projections, in graph order
     for index, node in enumerate(graph.node):
-        if node.op_type != "MatMulNBits" or node.domain != _MS:
+        if node.op_type != "MatMulNBits" or node.domain != CONTRIB_DOMAIN:
             continue
         weight, scales = node.input[1:3]
         if any(name for name in node.input[3:]) or weight not in stored or scales not in stored:
@@ -187,7 +187,11 @@ def dynamic_prompt_graph(model: onnx.ModelProto, weights: Path, graph_path: Path
             added.append(_external(name, array, start))
         graph.node[index].CopyFrom(
             helper.make_node(
-                "DynamicQuantizeMatMul", [source, *names], list(node.output), name=f"{node.name}/prompt", domain=_MS
+                "DynamicQuantizeMatMul",
+                [source, *names],
+                list(node.output),
+                name=f"{node.name}/prompt",
+                domain=CONTRIB_DOMAIN,
             )
         )
         replaced.update((weight, scales))
