@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from gpt2_onnx_core.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 STALE = "fixtures/ is stale: run .venv/bin/python scripts/make_fixtures.py and commit fixtures/"
@@ -30,6 +32,11 @@ def _make_fixtures() -> Any:
 EXPORTS: tuple[str, ...] = tuple(_make_fixtures().EXPORTS)  # the fixture folders' names
 
 
+# The configuration files transformers writes: they name the transformers release that wrote them, which a fresh
+# install may update (5.24.0 made the committed ones, 5.25.0 came to PyPI on 2026-12-03): compared without it.
+_TRANSFORMERS_FILES = (MODEL_CONFIG_FILE, GENERATION_CONFIG_FILE)
+
+
 def _consumer_view(folder: Path) -> dict[str, Any]:
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest.pop("export")  # when, where and with which library versions: not what a consumer reads
@@ -37,11 +44,15 @@ def _consumer_view(folder: Path) -> dict[str, Any]:
         # The graph bytes carry the export's id: compared by _same_graphs instead. golden.json's bytes carry the
         # CPU's last digits of the source model's float64 logits (an AVX2-only EPYC wrote 3 bytes fewer than the
         # AVX-512 one that made the committed file): its values are compared below, within _close's tolerance.
-        if file.endswith(".onnx") or file == "golden.json":
+        if file.endswith(".onnx") or file == "golden.json" or file in _TRANSFORMERS_FILES:
             record.pop("sha256")
             record.pop("size")
     golden = json.loads((folder / "golden.json").read_text())
-    return {"manifest": manifest, "golden": golden, "files": sorted(p.name for p in folder.iterdir())}
+    configs = {name: json.loads((folder / name).read_text()) for name in _TRANSFORMERS_FILES}
+    for config in configs.values():
+        config.pop("transformers_version", None)
+    files = sorted(p.name for p in folder.iterdir())
+    return {"manifest": manifest, "golden": golden, "configs": configs, "files": files}
 
 
 # golden.json's fields measured on the machine that made it: the float32 source model's own error against float64
