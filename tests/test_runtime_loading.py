@@ -37,6 +37,8 @@ def test_cuda_in_runtime_options_is_never_a_cpu_run(tiny_export: Path) -> None:
 def test_contradicting_providers_are_refused(tiny_export: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"contradicts options\.provider 'cpu'"):
         Gpt2Onnx.load(tiny_export, provider="cuda", options=RuntimeOptions(provider="cpu"))
+    with pytest.raises(InvalidInputError, match=r"RuntimeOptions go in options=, not in provider's place"):
+        Gpt2Onnx.load(tiny_export, RuntimeOptions())  # type: ignore[arg-type]  # the mistake the check names
 
 
 @pytest.mark.skipif(cuda_works(), reason="this machine has a working CUDA provider")

@@ -57,6 +57,8 @@ class Gpt2Onnx:
 
         The provider is ``provider`` if given, else ``options.provider``, else the CPU; giving both, different,
         is an :class:`InvalidInputError` (neither silently wins)."""
+        if isinstance(provider, RuntimeOptions):  # load(folder, RuntimeOptions(...)): the options in provider's place
+            raise InvalidInputError("RuntimeOptions go in options=, not in provider's place: load(folder, options=...)")
         if options is None:
             options = RuntimeOptions(provider=provider or "cpu")
         elif provider is not None and provider != options.provider:
