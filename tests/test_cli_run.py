@@ -120,6 +120,28 @@ def test_every_session_layout_gives_the_same_tokens(tiny_export: Path, layout: s
     assert json.loads(default.stdout)["token_ids"] == json.loads(chosen.stdout)["token_ids"]
 
 
+def test_no_single_row_head_reaches_the_runtime_and_gives_the_same_tokens(
+    tiny_export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--no-single-row-head loads the export without the tied table's transposed copy (RuntimeOptions), for one
+    row and for a batch, and chooses the same greedy tokens as the default."""
+    opened: list[bool] = []
+    real_open = Gpt2Onnx.open.__func__  # type: ignore[attr-defined]
+
+    def recording_open(cls: type[Gpt2Onnx], export: Any, options: Any = None) -> Gpt2Onnx:
+        opened.append(options.single_row_head)
+        return real_open(cls, export, options)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Gpt2Onnx, "open", classmethod(recording_open))
+    for batch in ("1", "2"):
+        args = ["run", str(tiny_export), "-p", "The quick brown fox", "-p", "Hello", "--json", "--batch-size", batch]
+        default, plain = invoke(*args), invoke(*args, "--no-single-row-head")
+        assert default.exit_code == 0 and plain.exit_code == 0, plain.output
+        tokens = [[json.loads(line)["token_ids"] for line in r.stdout.splitlines()] for r in (default, plain)]
+        assert tokens[0] == tokens[1]
+    assert opened == [True, False, True, False]
+
+
 @pytest.mark.parametrize(
     "option",
     [["--temperature", "0.5"], ["--top-k", "5"], ["--top-p", "0.9"], ["--seed", "7"], ["--temperature", "1.0"]],

@@ -317,6 +317,10 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
         app_builder({"export": str(tiny_export), "provider": "tpu"})
     with pytest.raises(InvalidInputError, match="args lack 'export'"):
         app_builder({})
+    for value in (False, "false", True, "True"):
+        assert isinstance(app_builder({"export": str(tiny_export), "single_row_head": value}), Application)
+    with pytest.raises(InvalidInputError, match="args 'single_row_head' must be true or false, got 'no'"):
+        app_builder({"export": str(tiny_export), "single_row_head": "no"})
 
 
 def test_the_api_key_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,7 +340,8 @@ def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: 
     seen: list[serving.ServeConfig] = []
     monkeypatch.setattr(serving, "serve_until_stopped", lambda config, announce, detach: seen.append(config))
     flags = ["--address", "auto", "--replicas", "2", "--max-replicas", "3", "--max-batch", "4", "--max-queue", "5"]
-    result = invoke("serve", str(tiny_export), *flags, "--threads", "1", "--timeout", "7", "--port", "8123")
+    more = ["--threads", "1", "--timeout", "7", "--port", "8123", "--no-single-row-head"]
+    result = invoke("serve", str(tiny_export), *flags, *more)
     assert result.exit_code == 0, result.output
     (config,) = seen
     assert (config.replicas, config.max_replicas, config.address, config.port) == (2, 3, "auto", 8123)
@@ -344,6 +349,8 @@ def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: 
     replica = config.replica
     assert (replica.engine.max_rows, replica.engine.max_waiting, replica.threads, replica.provider) == (4, 5, 1, "cpu")
     assert (replica.api.timeout_s, replica.api.model_name, replica.export) == (7.0, tiny_export.name, str(tiny_export))
+    assert not replica.single_row_head and not serving.replica_runtime(replica, 1).single_row_head
+    assert serving.replica_runtime(serving.ReplicaConfig(replica.export, replica.api), 1).single_row_head
 
 
 def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[], Path]) -> None:

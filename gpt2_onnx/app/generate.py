@@ -48,10 +48,12 @@ def load_for_generation(
     in_place_kv: InPlaceKv = "auto",
     kv_cache: KvCacheFormat = "float32",
     prompt_kernel: PromptKernel = "export",
+    single_row_head: bool = True,
 ) -> Gpt2Onnx:
     """The opened export with its tokenizer, on ``provider`` (never another), in session ``layout``, its KV cache
     written in place or copied as ``in_place_kv`` says, in the format ``kv_cache`` names, its prompts multiplied
-    by ``prompt_kernel``."""
+    by ``prompt_kernel``, a single row's tied head over a transposed copy of the table where ``single_row_head``
+    (RuntimeOptions.single_row_head)."""
     options = RuntimeOptions(
         provider=provider,
         intra_op_threads=threads,
@@ -59,5 +61,6 @@ def load_for_generation(
         in_place_kv=in_place_kv,
         kv_cache=kv_cache,
         prompt_kernel=prompt_kernel,
+        single_row_head=single_row_head,
     )
     return Gpt2Onnx.open(export, options)

@@ -79,6 +79,9 @@ class ReplicaConfig:
     threads: int | None = None  # ONNX Runtime intra-op threads per replica; None: its default
     kv_cache: KvCacheFormat = "float32"  # the running batch's cache format (int8: a quarter of the memory)
     prompt_kernel: PromptKernel = "export"  # dynamic: an int8/int4 export's prompts through DynamicQuantizeMatMul
+    # A lone row's tied head over a transposed copy of the table (RuntimeOptions.single_row_head); a replica also
+    # runs larger batches, so it holds the copy besides the table (fp32: 154 MB for GPT-2); False: the table alone.
+    single_row_head: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,14 +129,16 @@ class Gpt2OnnxReplica:
 
 
 def replica_runtime(config: ReplicaConfig, threads: int | None) -> RuntimeOptions:
-    """A replica's session options: ``config``'s provider, cache format and prompt kernel on ``threads`` intra-op
-    threads, every other option at the runtime's default, as ``gpt2-onnx run`` and the Python API load an export
-    (so that a request answered alone gets the same log-probabilities from all three: tests/test_one_engine.py)."""
+    """A replica's session options: ``config``'s provider, cache format, prompt kernel and single-row head on
+    ``threads`` intra-op threads, every other option at the runtime's default, as ``gpt2-onnx run`` and the Python
+    API load an export (so that a request answered alone gets the same log-probabilities from all three, given the
+    same options: tests/test_one_engine.py)."""
     return RuntimeOptions(
         provider=config.provider,
         intra_op_threads=threads,
         kv_cache=config.kv_cache,
         prompt_kernel=config.prompt_kernel,
+        single_row_head=config.single_row_head,
     )
 
 
@@ -184,6 +189,7 @@ BUILDER_ARGS = {
     "max_batch": f"rows decoded together [{MAX_BATCH_ROWS}]",
     "kv_cache": "float32 or int8 [float32]",
     "prompt_kernel": "export or dynamic [export]",
+    "single_row_head": "true or false [true]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
     "timeout": f"seconds per request [{REQUEST_TIMEOUT_S:g}]",
     "max_body_bytes": f"[{MAX_BODY_BYTES}]",
@@ -212,8 +218,21 @@ def app_builder(args: dict[str, Any]) -> Any:
     provider = provider_name(str(args.get("provider", "cpu")))
     kv_cache = kv_cache_format(str(args.get("kv_cache", "float32")))
     kernel = prompt_kernel(str(args.get("prompt_kernel", "export")))
-    replica = ReplicaConfig(export, api, engine, provider, None if threads is None else int(threads), kv_cache, kernel)
+    head = _flag(args, "single_row_head", default=True)
+    replica = ReplicaConfig(
+        export, api, engine, provider, None if threads is None else int(threads), kv_cache, kernel, head
+    )
     return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
+
+
+def _flag(args: dict[str, Any], name: str, default: bool) -> bool:
+    """A boolean builder arg: true or false (YAML's booleans, or those words), else an InvalidInputError."""
+    value = args.get(name, default)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise InvalidInputError(f"args '{name}' must be true or false, got {value!r}")
 
 
 def check_here(folder: Path, provider: ProviderName | None, kernel: PromptKernel = "export") -> ExportFolder:

@@ -19,6 +19,7 @@ from gpt2_onnx.cli.options import (
     prompt_kernel_option,
     provider_option,
     refuse_given,
+    single_row_head_option,
     threads_option,
     verbose_option,
 )
@@ -250,6 +251,7 @@ def _random_weights_note(manifest: Manifest) -> None:
     "states the perplexity change)."
 )
 @prompt_kernel_option()
+@single_row_head_option()
 @integrity_option
 @verbose_option
 @click.pass_context
@@ -269,6 +271,7 @@ def run(
     in_place_kv: InPlaceKv,
     kv_cache: KvCacheFormat,
     prompt_kernel: PromptKernel,
+    single_row_head: bool,
     no_sha256_check: bool,
     **flags: Any,
 ) -> None:
@@ -296,7 +299,9 @@ def run(
     given.update({"ignore_eos": True} if ignore_eos else {})
     resolved = _resolve(checkpoint, given)
     options = resolved.options
-    model = load_for_generation(export, provider, threads, layout, in_place_kv, kv_cache, prompt_kernel)
+    model = load_for_generation(
+        export, provider, threads, layout, in_place_kv, kv_cache, prompt_kernel, single_row_head
+    )
     whole = as_json or no_stream or batch_size > 1 or options.num_return_sequences > 1 or options.num_beams > 1
     _generate_all(model, prompts, resolved, batch_size, as_json, stream=not whole)
     _random_weights_note(manifest)  # for a run that worked: a failure stays one line

@@ -19,6 +19,7 @@ from gpt2_onnx.cli.options import (
     kv_cache_option,
     prompt_kernel_option,
     provider_option,
+    single_row_head_option,
     verbose_option,
 )
 from gpt2_onnx_core.errors import InvalidInputError, MissingDependencyError
@@ -130,6 +131,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     "export as each replica loads; CPU only; its perplexity change is in docs/performance.md)."
 )
 @prompt_kernel_option()
+@single_row_head_option()
 @click.option(
     "--max-queue",
     type=click.IntRange(min=0),
@@ -168,6 +170,7 @@ def serve(
     max_batch: int,
     kv_cache: KvCacheFormat,
     prompt_kernel: PromptKernel,
+    single_row_head: bool,
     max_queue: int,
     timeout: float,
     max_body_bytes: int,
@@ -204,6 +207,7 @@ def serve(
         threads=threads,  # None: the replica's Ray CPUs (serving.replica_threads), as for a Serve config file
         kv_cache=kv_cache,
         prompt_kernel=prompt_kernel,
+        single_row_head=single_row_head,
     )
     config = _serve_config(
         replica,
