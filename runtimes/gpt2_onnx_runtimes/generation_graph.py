@@ -58,13 +58,9 @@ _HEAD = "/generation/single_row_head"  # the same, for single_row_head
 TRANSPOSED_TABLE = f"{_HEAD}/table_t"  # the graph input single_row_head adds: the tied table transposed, (d, V)
 
 
-def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
-    return {output: node for node in graph.node for output in node.output}
-
-
 def _head_chain(graph: onnx.GraphProto, what: str) -> tuple[onnx.NodeProto, list[onnx.NodeProto]]:
     """The final norm and the nodes from it to ``logits`` (logits' producer first), following first inputs."""
-    producers = _producers(graph)
+    producers = GraphIndex(graph, what).producer
     node = producers.get(LOGITS)
     chain: list[onnx.NodeProto] = []
     while node is not None and node.op_type not in _NORMS:
