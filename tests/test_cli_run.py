@@ -14,6 +14,7 @@ from click.testing import Result
 
 from gpt2_onnx_core.errors import InvalidInputError
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from tests.conftest import cuda_works
 from tests.helpers import edit_manifest, invoke, one_error_line
 
@@ -140,6 +141,12 @@ def test_no_single_row_head_reaches_the_runtime_and_gives_the_same_tokens(
         tokens = [[json.loads(line)["token_ids"] for line in r.stdout.splitlines()] for r in (default, plain)]
         assert tokens[0] == tokens[1]
     assert opened == [True, False, True, False]
+    from gpt2_onnx.cli.run_cmd import run
+    from gpt2_onnx.cli.serve_cmd import serve
+
+    for command in (run, serve):  # the flag's default is the runtime's own (written twice: the CLI imports no runtime)
+        default = next(param.default for param in command.params if param.name == "single_row_head")
+        assert default == RuntimeOptions().single_row_head
 
 
 @pytest.mark.parametrize(

@@ -109,11 +109,9 @@ SINGLE_ROW_HEAD_HELP = (
 
 def single_row_head_option() -> Callable[[F], F]:
     """``--single-row-head/--no-single-row-head`` (RuntimeOptions.single_row_head) on run and serve."""
-    from gpt2_onnx.app.option_defaults import RUNTIME_DEFAULTS
-
     return click.option(
         "--single-row-head/--no-single-row-head",
-        default=bool(RUNTIME_DEFAULTS["single_row_head"]),
+        default=True,  # RuntimeOptions.single_row_head's (the CLI imports no runtime until a command runs)
         show_default=True,
         help=SINGLE_ROW_HEAD_HELP,
     )
