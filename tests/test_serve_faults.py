@@ -1,5 +1,6 @@
-"""A replica's process killed while clients keep it busy: the requests it held end at once with an HTTP error
-(none hangs), Ray starts a new replica, and the requests after that succeed with the right text."""
+"""A replica's process killed while clients keep it busy: the requests it held end at once, unfinished (an HTTP
+error, or a stream cut short; none hangs), Ray starts a new replica, and the requests after that succeed with the
+right text."""
 
 from __future__ import annotations
 
@@ -16,10 +17,8 @@ import pytest
 from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 
-# Each client asks for its own number of tokens, so the clients' requests end at different times and drift further
-# apart with every request: at any moment most of them are being generated in the replica. (Identical requests move
-# in step, one batch ending together, and a kill that falls just after a batch's answers left the replica finds no
-# request in its hands: seen in the suite's runs on 2 cores, even with the kill timed from a request's end.)
+# Each client asks for its own number of tokens, so that the clients' requests end at different times and the
+# replica holds some of them at most moments (identical requests move in step: one batch, all ending together).
 CLIENT_TOKENS = (100, 83, 71, 59, 47, 37)
 REQUEST_TIMEOUT_S = 60.0  # a request still open after this counts as hung
 LOAD_S = 8.0  # the clients' loop, with the kill in its middle
@@ -59,20 +58,40 @@ def _load(url: str, max_tokens: int, until: float, outcomes: list[Outcome]) -> N
                 outcomes.append((start, time.monotonic(), type(exc).__name__, str(exc), max_tokens))
 
 
-def _kill_mid_request(victim: int, outcomes: list[Outcome]) -> float:
-    """SIGKILL the replica ``victim`` (one this test's server started) halfway through a request, and return when:
-    after a third of the load, once a request has ended (its client sends the next at once), half a request's
-    time later."""
-    time.sleep(LOAD_S / 3)
-    seen, deadline = len(outcomes), time.monotonic() + REQUEST_TIMEOUT_S
-    while len(outcomes) == seen:
-        assert time.monotonic() < deadline, "no request ended while the clients kept the replica busy"
-        time.sleep(0.005)
-    durations = sorted(end - start for start, end, *_ in list(outcomes))
-    time.sleep(durations[len(durations) // 2] / 2)
-    killed_at = time.monotonic()
-    os.kill(victim, signal.SIGKILL)
-    return killed_at
+class StreamProbe(threading.Thread):
+    """A streamed request sent once the load has run a while: its first chunk proves that the replica holds it
+    and is generating (a request the clients have sent may still wait in Serve's proxy, which hands it to the new
+    replica once the old one is gone, so the clients' own clocks cannot tell). It records how its stream ended."""
+
+    def __init__(self, url: str, start_after: float) -> None:
+        super().__init__()
+        self.url, self.start_after = url, start_after
+        self.generating = threading.Event()
+        self.lines: list[str] = []
+        self.error: str | None = None
+        self.ended_at = 0.0
+
+    def run(self) -> None:
+        time.sleep(self.start_after)
+        body = {**_body(max(CLIENT_TOKENS)), "stream": True}
+        try:
+            with (
+                httpx2.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S) as http,
+                http.stream("POST", "/v1/completions", json=body) as response,
+            ):
+                for line in response.iter_lines():
+                    self.lines.append(line)
+                    if line.startswith("data: {"):
+                        self.generating.set()
+        except httpx2.HTTPError as exc:
+            self.error = type(exc).__name__
+        finally:
+            self.ended_at = time.monotonic()
+            self.generating.set()  # a probe that failed before its first chunk wakes the test too
+
+    @property
+    def finished(self) -> bool:
+        return "data: [DONE]" in self.lines
 
 
 def test_a_killed_replica_is_replaced_and_no_request_hangs(server: ServeProcess, tiny_export: Path) -> None:
@@ -82,18 +101,21 @@ def test_a_killed_replica_is_replaced_and_no_request_hangs(server: ServeProcess,
     outcomes: list[Outcome] = []
     until = time.monotonic() + LOAD_S
     clients = [threading.Thread(target=_load, args=(server.url, n, until, outcomes)) for n in CLIENT_TOKENS]
-    for client in clients:
-        client.start()
-    killed_at = _kill_mid_request(victim, outcomes)
-    for client in clients:
-        client.join(LOAD_S + 2 * REQUEST_TIMEOUT_S)
-    assert not any(client.is_alive() for client in clients), "a request hung"
+    probe = StreamProbe(server.url, start_after=LOAD_S / 3)
+    for thread in [*clients, probe]:
+        thread.start()
+    assert probe.generating.wait(REQUEST_TIMEOUT_S) and not probe.finished, (probe.error, probe.lines)
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)  # mid-way through the probe's 100 tokens
+    for thread in [*clients, probe]:
+        thread.join(LOAD_S + 2 * REQUEST_TIMEOUT_S)
+    assert not any(thread.is_alive() for thread in [*clients, probe]), "a request hung"
 
-    in_flight = [o for o in outcomes if o[0] < killed_at < o[1]]
-    failed = [o for o in in_flight if o[2] != 200]
-    assert failed, f"no request was in flight when the replica died: {in_flight}"
-    assert all(isinstance(o[2], int) and o[2] >= 500 for o in failed), failed  # an HTTP error, at once
-    assert all(o[1] - killed_at < REQUEST_TIMEOUT_S / 2 for o in failed)
+    # The request the replica was generating ends at once, unfinished; so does any other that it held.
+    assert not probe.finished and probe.ended_at - killed_at < REQUEST_TIMEOUT_S / 2, (probe.error, probe.lines)
+    failed = [o for o in outcomes if o[2] != 200]
+    assert all(isinstance(o[2], int) and o[2] >= 500 for o in failed), failed  # an HTTP error, not a hang
+    assert all(o[1] - max(o[0], killed_at) < REQUEST_TIMEOUT_S / 2 for o in failed), failed  # at once
     assert all(o[3] == expected[o[4]] for o in outcomes if o[2] == 200)
 
     deadline = time.monotonic() + RECOVERY_TIMEOUT_S
