@@ -1,6 +1,5 @@
-"""A replica's process killed while clients keep it busy: the requests it held end at once, unfinished (an HTTP
-error, or a stream cut short; none hangs), Ray starts a new replica, and the requests after that succeed with the
-right text."""
+"""A replica's process killed while clients keep it busy: the requests it held end at once with an HTTP error
+(none hangs), Ray starts a new replica, and the requests after that succeed with the right text."""
 
 from __future__ import annotations
 
@@ -17,9 +16,10 @@ import pytest
 from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 
-# Each client asks for its own number of tokens, so that the clients' requests end at different times and the
-# replica holds some of them at most moments (identical requests move in step: one batch, all ending together).
-CLIENT_TOKENS = (100, 83, 71, 59, 47, 37)
+# More clients than the replica decodes rows (serve's default --max-batch 16): the rest wait in the replica's own
+# queue, so while /health reports requests waiting, the replica holds requests that need at least a whole
+# generation more. The clients ask for different numbers of tokens, so that they do not move in step.
+CLIENT_TOKENS = (100, 83, 71, 59, 47, 37) * 4
 REQUEST_TIMEOUT_S = 60.0  # a request still open after this counts as hung
 LOAD_S = 8.0  # the clients' loop, with the kill in its middle
 RECOVERY_TIMEOUT_S = 120.0
@@ -58,64 +58,40 @@ def _load(url: str, max_tokens: int, until: float, outcomes: list[Outcome]) -> N
                 outcomes.append((start, time.monotonic(), type(exc).__name__, str(exc), max_tokens))
 
 
-class StreamProbe(threading.Thread):
-    """A streamed request sent once the load has run a while: its first chunk proves that the replica holds it
-    and is generating (a request the clients have sent may still wait in Serve's proxy, which hands it to the new
-    replica once the old one is gone, so the clients' own clocks cannot tell). It records how its stream ended."""
-
-    def __init__(self, url: str, start_after: float) -> None:
-        super().__init__()
-        self.url, self.start_after = url, start_after
-        self.generating = threading.Event()
-        self.lines: list[str] = []
-        self.error: str | None = None
-        self.ended_at = 0.0
-
-    def run(self) -> None:
-        time.sleep(self.start_after)
-        body = {**_body(max(CLIENT_TOKENS)), "stream": True}
-        try:
-            with (
-                httpx2.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S) as http,
-                http.stream("POST", "/v1/completions", json=body) as response,
-            ):
-                for line in response.iter_lines():
-                    self.lines.append(line)
-                    if line.startswith("data: {"):
-                        self.generating.set()
-        except httpx2.HTTPError as exc:
-            self.error = type(exc).__name__
-        finally:
-            self.ended_at = time.monotonic()
-            self.generating.set()  # a probe that failed before its first chunk wakes the test too
-
-    @property
-    def finished(self) -> bool:
-        return "data: [DONE]" in self.lines
+def _kill_while_requests_wait(url: str, victim: int) -> float:
+    """After a third of the load, SIGKILL the replica ``victim`` (one this test's server started) as soon as its
+    /health reports requests waiting in its queue, and return when. (The clients' own clocks cannot tell whether a
+    request they sent is in the replica: one sent just before the kill may still wait in Serve's proxy, which hands
+    it to the new replica.)"""
+    time.sleep(LOAD_S / 3)
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    with httpx2.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+        while http.get("/health").json()["waiting"] == 0:
+            assert time.monotonic() < deadline, "no request waited in the replica while the clients kept it busy"
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    return killed_at
 
 
 def test_a_killed_replica_is_replaced_and_no_request_hangs(server: ServeProcess, tiny_export: Path) -> None:
     model = Gpt2Onnx.load(tiny_export)
-    expected = {n: model.generate(PROMPT, GenerationOptions(max_new_tokens=n))[0].text for n in CLIENT_TOKENS}
+    expected = {n: model.generate(PROMPT, GenerationOptions(max_new_tokens=n))[0].text for n in set(CLIENT_TOKENS)}
     (victim,) = server.replica_pids()
     outcomes: list[Outcome] = []
     until = time.monotonic() + LOAD_S
     clients = [threading.Thread(target=_load, args=(server.url, n, until, outcomes)) for n in CLIENT_TOKENS]
-    probe = StreamProbe(server.url, start_after=LOAD_S / 3)
-    for thread in [*clients, probe]:
-        thread.start()
-    assert probe.generating.wait(REQUEST_TIMEOUT_S) and not probe.finished, (probe.error, probe.lines)
-    killed_at = time.monotonic()
-    os.kill(victim, signal.SIGKILL)  # mid-way through the probe's 100 tokens
-    for thread in [*clients, probe]:
-        thread.join(LOAD_S + 2 * REQUEST_TIMEOUT_S)
-    assert not any(thread.is_alive() for thread in [*clients, probe]), "a request hung"
+    for client in clients:
+        client.start()
+    killed_at = _kill_while_requests_wait(server.url, victim)
+    for client in clients:
+        client.join(LOAD_S + 2 * REQUEST_TIMEOUT_S)
+    assert not any(client.is_alive() for client in clients), "a request hung"
 
-    # The request the replica was generating ends at once, unfinished; so does any other that it held.
-    assert not probe.finished and probe.ended_at - killed_at < REQUEST_TIMEOUT_S / 2, (probe.error, probe.lines)
-    failed = [o for o in outcomes if o[2] != 200]
-    assert all(isinstance(o[2], int) and o[2] >= 500 for o in failed), failed  # an HTTP error, not a hang
-    assert all(o[1] - max(o[0], killed_at) < REQUEST_TIMEOUT_S / 2 for o in failed), failed  # at once
+    in_flight = [o for o in outcomes if o[0] < killed_at < o[1]]
+    failed = [o for o in in_flight if o[2] != 200]
+    assert failed, f"no request the replica held failed: {in_flight}"
+    assert all(isinstance(o[2], int) and o[2] >= 500 for o in failed), failed  # an HTTP error, at once
+    assert all(o[1] - killed_at < REQUEST_TIMEOUT_S / 2 for o in failed)
     assert all(o[3] == expected[o[4]] for o in outcomes if o[2] == 200)
 
     deadline = time.monotonic() + RECOVERY_TIMEOUT_S
