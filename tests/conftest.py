@@ -166,8 +166,8 @@ def _fingerprint(folder: Path) -> dict[str, str]:
 def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
     """``shared_export(**options)``: the tiny checkpoint exported with these options (``precision="int8"``,
     ``optimize=True``, ...; none: the default export) once per session, however many tests read it. Each is a real
-    export, parity check included; all but the default one share its load and traces (``session_export_work``),
-    the default one traces on its own (the reference of test_export_structure's comparison). For reading only: at
+    export, parity check included; all share the load and traces of the run (``session_export_work``:
+    test_export_structure holds them to an export that traced on its own, byte for byte). For reading only: at
     the end of the session every file must be as it was written, or the session fails here (a test that changes an
     export works on a copy: ``copy_export``)."""
     made: dict[tuple[tuple[str, Any], ...], tuple[Path, dict[str, str]]] = {}
@@ -179,7 +179,7 @@ def shared_export(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactor
             folder = made_once(
                 tmp_path_factory,
                 f"shared-export-{name}",
-                lambda out: export_checkpoint(tiny_checkpoint, out / name, share_trace=bool(options), **options),
+                lambda out: export_checkpoint(tiny_checkpoint, out / name, share_trace=True, **options),
             )
             made[key] = folder / name, _fingerprint(folder / name)
         return made[key][0]

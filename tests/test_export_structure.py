@@ -195,23 +195,22 @@ def _graph_bytes(folder: Path) -> dict[str, bytes]:
 def test_exports_sharing_one_load_and_trace_write_what_exports_of_their_own_write(
     tiny_checkpoint: Path, tiny_export: Path, shared_export: Any, tmp_path: Path
 ) -> None:
-    """scripts/make_fixtures.py exports fp32 and int4 from one load and trace, and the tests share the session's
-    (tests.helpers.session_export_work); the graphs such an export writes must be those of an export of its own byte
-    for byte (the passes run on copies of the trace, naming new values as on the trace). Both ways: an fp32 export
-    from the shared trace against the default export (traced on its own), and an int8 export of its own against
-    the shared int8 export."""
-    from gpt2_onnx.app.export import export_model
+    """scripts/make_fixtures.py exports fp32 and int4 from one load and trace, and the tests share the run's
+    (tests.helpers.session_export_work: every shared export, the default one too, from traces that one worker made
+    and wrote, read back from their files); the graphs such an export writes must be those of an export that traced
+    on its own, byte for byte (the passes run on copies of the trace, naming new values as on the trace). Here one
+    load and trace of this test's own, in this process only, exports fp32 and int8, against the shared ones."""
+    from gpt2_onnx.app.export import SharedExportWork, export_model
     from gpt2_onnx_core.config import ExportOptions
-    from tests.helpers import session_export_work
 
     def options(precision: str) -> ExportOptions:
         return ExportOptions(model=str(tiny_checkpoint), output=tmp_path / precision, precision=precision, check=False)
 
-    shared_int8 = shared_export(precision="int8")
-    export_model(options("fp32"), None, session_export_work())
+    own = SharedExportWork()  # not the run's: this test's own trace
+    export_model(options("fp32"), None, own)
     assert _graph_bytes(tmp_path / "fp32") == _graph_bytes(tiny_export)
-    export_model(options("int8"))
-    assert _graph_bytes(tmp_path / "int8") == _graph_bytes(shared_int8)
+    export_model(options("int8"), None, own)
+    assert _graph_bytes(tmp_path / "int8") == _graph_bytes(shared_export(precision="int8"))
 
 
 def test_prefill_runs_the_last_block_past_its_attention_on_the_last_position(tiny_export: Path) -> None:
