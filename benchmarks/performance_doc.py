@@ -69,6 +69,14 @@ KINDS = (
         "interleaved in one process, at 128 rows (a prompt) and 1 row (a decode step).",
     ),
     Kind(
+        "-gqa-cache",
+        "The decode step's attention by KV cache format",
+        "`python benchmarks/gqa_cache_formats.py`: GPT-2-small's 12 decode-step GroupQueryAttention nodes alone "
+        "over a float32, int8 and int4 cache (the int4 one ONNX Runtime's `kv_cache_bit_width` 4, no runtime "
+        "option), after 128 and after 1,000 positions, interleaved in one process: whether a cache smaller than "
+        "int8 would make decode grow less with the context.",
+    ),
+    Kind(
         "-beam",
         "Beam search",
         "`benchmarks/beam_search.sh`: 4 beams, gpt2-onnx's runtime against transformers' `generate` in one run.",
