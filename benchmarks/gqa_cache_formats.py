@@ -2,7 +2,7 @@
 GPT-2-small decode step over a float32, int8 and int4 cache after 128 and after 1,000 positions, interleaved in
 one process. It answers whether a smaller cache than int8 would make decode grow less with the context.
 
-    python benchmarks/gqa_cache_formats.py --rounds 30      # writes benchmarks/results/<stamp>-gqa-cache.{json,md}
+    python benchmarks/gqa_cache_formats.py --rounds 100     # writes benchmarks/results/<stamp>-gqa-cache.{json,md}
 
 Each format is one graph of 12 GroupQueryAttention nodes (12 heads of 64, kv_num_heads = num_heads: GPT-2's
 multi-head attention, as the runtime's in-place cache builds it: gpt2_onnx_runtimes.inplace_attention), chained
@@ -22,8 +22,6 @@ round; medians over rounds, and each format's growth (after 1,000 − after 128)
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 import time
@@ -36,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from matmul_kernels import cpu_features  # noqa: E402  # benchmarks/, beside this script
+from peers_report import save_result  # noqa: E402
 
 from gpt2_onnx.app.bench.environment import machine_info  # noqa: E402  # after the path
 
@@ -174,17 +173,14 @@ def _cache_mb(bytes_per_value: float, context: int = CONTEXTS[-1]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     before = machine_info("cpu")
     found = measure(args.rounds, args.threads)
     after = machine_info("cpu")
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = REPO / "benchmarks" / "results" / f"{stamp}-gqa-cache"
-    data = {"formats": FORMATS, "contexts": CONTEXTS, "rounds": args.rounds, "threads": args.threads}
-    data["seconds"] = found
-    out.with_suffix(".json").write_text(json.dumps({**data, "before": before, "after": after}, indent=1) + "\n")
+    raw = {"formats": FORMATS, "contexts": CONTEXTS, "rounds": args.rounds, "threads": args.threads}
+    raw |= {"seconds": found, "before": before, "after": after}
     versions = ", ".join(f"{k} {v}" for k, v in sorted(before["libraries"].items()))
     text = [
         "# The decode step's attention by KV cache format",
@@ -200,7 +196,7 @@ def main() -> None:
         f"{before['cpu']}, {before['physical_cores']} cores ({cpu_features()}); load average {before['load_average']} "
         f"before, {after['load_average']} after. Versions: {versions}.",
     ]
-    out.with_suffix(".md").write_text("\n".join(text) + "\n")
+    print(save_result(REPO / "benchmarks" / "results", "-gqa-cache", "\n".join(text) + "\n", raw))
     print("\n".join(text))
 
 
