@@ -3,6 +3,10 @@ first token and decode ms/token per export; writes a Markdown table to benchmark
 
     .venv/bin/python benchmarks/paired_graphs.py --compare packed-qkv OUT/fp32 OUT/int8 OUT/int4 --pairs 15
     .venv/bin/python benchmarks/paired_graphs.py --compare single-row-head OUT/fp32 --pairs 15
+    .venv/bin/python benchmarks/paired_graphs.py --compare packed-qkv OUT/int8 OUT/int4 --kv-cache int8
+
+``--kv-cache int8`` loads both graphs over the runtime's int8 KV cache (``RuntimeOptions.kv_cache``); its results
+are named ``<stamp><suffix>-kv-int8``.
 
 Comparisons (``--compare``), each the runtime's default against the graph it replaced:
 - packed-qkv: the in-place cache's GroupQueryAttention reading each layer's packed (B, S, 3d) projection, against
@@ -182,7 +186,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, dict[str, list[floa
     found: dict[str, dict[str, dict[str, list[float]]]] = {}
     comparison = COMPARISONS[args.compare]
     graphs = comparison.names
-    options = RuntimeOptions(intra_op_threads=args.threads)
+    options = RuntimeOptions(intra_op_threads=args.threads, kv_cache=args.kv_cache)
     for folder in args.folders:
         figures: dict[str, dict[str, list[float]]] = {g: {"first_token_ms": [], "decode_ms": []} for g in graphs}
         for seed, order in enumerate((graphs, graphs[::-1])):
@@ -201,10 +205,13 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, dict[str, list[floa
 def report(found: dict[str, dict[str, dict[str, list[float]]]], args: argparse.Namespace) -> str:
     comparison = COMPARISONS[args.compare]
     new, old = comparison.names
+    cache = f" over the {args.kv_cache} KV cache" if args.kv_cache != "float32" else ""
+    flag = f" --kv-cache {args.kv_cache}" if cache else ""
     lines = [
-        f"# {comparison.title}: a {args.context}-token prompt, then {args.new_tokens} tokens",
+        f"# {comparison.title}{cache}: a {args.context}-token prompt, then {args.new_tokens} tokens",
         "",
-        f"CPU: {cpu_line()}, {args.threads} intra-op threads; `benchmarks/paired_graphs.py --compare {args.compare}`, "
+        f"CPU: {cpu_line()}, {args.threads} intra-op threads; `benchmarks/paired_graphs.py --compare {args.compare}"
+        f"{flag}`, "
         f"both graphs of an export loaded in one process and run alternately, {args.pairs} pairs of rounds in "
         "opposite orders (after one uncounted round), then loaded again in the other order, as many pairs again. "
         f"{comparison.method} Times: medians over rounds; ratios: the median over pairs of each pair's geometric "
@@ -233,12 +240,14 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--pairs", type=int, default=15, help="pairs of rounds, one in each order")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--kv-cache", choices=("float32", "int8"), default="float32")
     args = parser.parse_args()
     found = measure(args)
     text = report(found, args)
     settings = {key: value for key, value in vars(args).items() if key != "folders"}
     raw = {"cpu": cpu_line(), "settings": settings, "exports": found}
-    path = save_result(RESULTS, COMPARISONS[args.compare].suffix, text, raw)
+    suffix = COMPARISONS[args.compare].suffix + ("" if args.kv_cache == "float32" else f"-kv-{args.kv_cache}")
+    path = save_result(RESULTS, suffix, text, raw)
     print(text + f"\nwritten: {path} and its .json")
 
 
