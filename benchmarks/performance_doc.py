@@ -223,6 +223,13 @@ KINDS = (
         "orders and both load orders; same tokens, first logits equal to the bit.",
     ),
     Kind(
+        "-packed-qkv-kv-int8",
+        "GroupQueryAttention reading the packed projection, over the int8 KV cache",
+        "`python benchmarks/paired_graphs.py --compare packed-qkv --kv-cache int8 FOLDER ...`: the same comparison "
+        "over the runtime's int8 KV cache (`--kv-cache int8`), whose graph read three Slices until 2026-12-03 "
+        "18:00 UTC (its calibration probes were the keys and values themselves; now the packed projection).",
+    ),
+    Kind(
         "-last-layer",
         "The last layer past its attention on the last position only",
         "`python benchmarks/paired_graphs.py --compare last-layer FOLDER ...`: the generation graph's last layer "

@@ -96,8 +96,8 @@ def test_the_graph_holds_int8_cache_tensors_scale_inputs_and_probes(tiny_export:
         assert attributes["k_quant_type"] == attributes["v_quant_type"] == b"PER_CHANNEL"
         assert attributes["kv_cache_bit_width"] == 8
         assert list(node.input[12:14]) == [scale_name(layer, "key"), scale_name(layer, "value")]
-    assert all(node.input[1] and node.input[2] for node in nodes)  # unpacked: the probes are k and v themselves
-    assert probe_names(changed) == [name for node in nodes for name in node.input[1:3]]  # the new keys, values
+    assert not any(node.input[1] or node.input[2] for node in nodes)  # each reads its layer's packed projection
+    assert probe_names(changed) == [node.input[0] for node in nodes]  # the probes: those projections
     shape = (dims.n_layer, dims.n_head, dims.head_dim)
     with pytest.raises(InvalidInputError, match="positive float32"):
         CacheScales(np.zeros(shape, np.float32), np.ones(shape, np.float32))

@@ -21,8 +21,8 @@ GroupQueryAttention reads that projection itself as its packed query, with no ke
 bit. The kernel splits a packed query itself, so a prompt gains nothing (its GroupQueryAttention takes about what
 the Split took); a decode step saves the Split's ~0.15 ms over 12 layers. On GPT-2-small (AMD EPYC, 2 threads, ONNX
 Runtime 1.31.1; results/20261203T034537Z-packed-qkv) decode ran 0.97-1.00x and time to first token 0.99-1.02x the
-graph with the Slices: at this machine's noise. The int8 cache keeps them apart (its probes are the new keys and
-values themselves).
+graph with the Slices: at this machine's noise. The int8 cache reads the packed projection too (its probes are then
+that projection, whose key and value columns the calibration takes).
 
 The cache keeps the runtime's layout: rows left-padded to one width W (the attention mask's), every row's new token
 at column W - 1. So every row's ``seqlens_k`` is W - 1 and ``total_sequence_length`` is W (both computed in the
@@ -36,8 +36,9 @@ too. With ``int8_cache`` the cache itself is int8 (``kv_cache`` 'int8'): GroupQu
 key and value with a fixed per-channel scale as it writes it (q = round(x / scale), clipped to ±127) and
 dequantizes the past as it reads it, so the cache tensors become int8 inputs and outputs of the same shapes, a
 quarter of float32's bytes. The scales are graph inputs (``cache_scale.{i}.key`` and ``.value``, (1, nh, 1, hs),
-bound on every run like the mapped embedding), and each layer's new keys and values, (B, S, d) float32 before
-quantization, are graph outputs too (:func:`probe_names`, under the names they have inside the graph): the session
+bound on every run like the mapped embedding), and each layer's new keys and values float32 before quantization
+are graph outputs too (:func:`probe_names`, under the names they have inside the graph: the packed (B, S, 3d)
+projection where the attention reads it, else the keys and the values, (B, S, d) each): the session
 that runs the graph measures its own scales (:mod:`gpt2_onnx_runtimes.kv_scales`), no second session needed. A run
 that does not fetch them copies nothing.
 
@@ -153,12 +154,18 @@ def scale_name(layer: int, kind: KvKind) -> str:
 
 
 def probe_names(model: onnx.ModelProto) -> list[str]:
-    """The int8-cache graph's (B, S, d) new keys and values, graph outputs under the names they have inside it, in
-    (layer, key/value) order."""
+    """The int8-cache graph's new keys and values before quantization, graph outputs under the names they have
+    inside it, layer by layer: a layer's packed (B, S, 3d) projection where its attention reads one, else its keys
+    and its values, (B, S, d) each."""
     outputs = {value.name for value in model.graph.output}
     nodes = {node.name: node for node in model.graph.node if node.op_type == "GroupQueryAttention"}
     layers = [nodes[f"{_PREFIX}/layers.{layer}/GroupQueryAttention"] for layer in range(len(nodes))]
-    return [name for node in layers for name in node.input[1:3] if name in outputs]
+    return [name for node in layers for name in _probed(node) if name in outputs]
+
+
+def _probed(node: onnx.NodeProto) -> list[str]:
+    """What a GroupQueryAttention's new keys and values are read from: its packed query, or its key and value."""
+    return list(node.input[1:3]) if node.input[1] else [node.input[0]]
 
 
 def in_place_attention(
@@ -183,7 +190,7 @@ def in_place_attention(
     layers = [find_attention(g, layer, dims.head_dim) for layer in range(dims.n_layer)]
     seqlens, total = _lengths(graph)
     # Nodes are known by their first output (graphs are SSA; protobuf hands out a new wrapper at each access).
-    packed = [None if int8_cache else packed_qkv(g, found, dims.n_embd) for found in layers]  # probes need k, v
+    packed = [packed_qkv(g, found, dims.n_embd) for found in layers]
     gqa = {
         found.output: _gqa_node(layer, found, dims.n_head, seqlens, total, packed[layer])
         for layer, found in enumerate(layers)
@@ -220,7 +227,8 @@ def _gqa_node(
 
 def _quantize_cache(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], dims: ModelDims) -> None:
     """Make every GroupQueryAttention's cache int8 with per-channel scales from graph inputs, its new keys and
-    values (B, S, d) graph outputs (the probes), and the cache's graph inputs and outputs int8."""
+    values graph outputs (the probes: the packed projection, or the keys and the values), and the cache's graph
+    inputs and outputs int8."""
     scale_shape = [1, dims.n_head, 1, dims.head_dim]
     for layer, node in enumerate(nodes):
         scales = [scale_name(layer, kind) for kind in KV_KINDS]
@@ -233,7 +241,7 @@ def _quantize_cache(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], dims: M
                 helper.make_attribute("kv_cache_bit_width", 8),
             ]
         )
-        for tensor in node.input[1:3]:  # the new keys and values, (B, S, d): outputs as they are, no copy
+        for tensor in _probed(node):  # (B, S, 3d) or (B, S, d): outputs as they are, no copy
             graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, ["batch", "sequence", None]))
     cache = {f(layer, kind) for layer in range(dims.n_layer) for kind in KV_KINDS for f in (past_name, present_name)}
     for value in [*graph.input, *graph.output]:

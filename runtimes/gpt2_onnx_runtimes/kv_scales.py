@@ -3,7 +3,8 @@
 GroupQueryAttention quantizes each key and value it writes with a scale per layer, head and channel that must be
 known before the first token (the cache is written one position at a time, so a scale cannot follow the data).
 They are measured here by the session that will generate: the int8-cache generation graph also returns each
-layer's new keys and values before quantization (:func:`~gpt2_onnx_runtimes.inplace_attention.probe_names`), and a
+layer's new keys and values before quantization (:func:`~gpt2_onnx_runtimes.inplace_attention.probe_names`: its
+packed projection, whose key and value columns are taken here, or its keys and its values), and a
 calibration text runs through it in chunks of :data:`CHUNK` tokens from an empty past, each chunk at its own
 positions, so that together they cover every position the model has (GPT-2 adds a learned position embedding to
 its input, and the keys' ranges move with the position). Then per channel:
@@ -78,7 +79,8 @@ class _Probe:
 
     def run(self, scales: CacheScales, ids: np.ndarray, start: int) -> list[np.ndarray]:
         """One chunk ``ids`` (1, S) at positions ``start`` … from an empty past over an int8 cache of ``scales``:
-        each layer's new keys and values (1, S, d) in (layer, key/value) order."""
+        each layer's new keys and values (1, S, d) in (layer, key/value) order (a packed probe's key and value
+        columns)."""
         dims = self.dims
         binding = self.session.io_binding()
         binding.bind_cpu_input(INPUT_IDS, ids)
@@ -95,7 +97,14 @@ class _Probe:
             binding.bind_output(name, "cpu")
         with onnxruntime_errors("the generation graph (calibrating the int8 KV cache)"):
             self.session.run_with_iobinding(binding)
-        return [value.numpy() for value in binding.get_outputs()]
+        width, found = dims.n_embd, []
+        for value in binding.get_outputs():
+            probe = value.numpy()  # (1, S, 3d): a layer's packed projection; (1, S, d): its keys or its values
+            packed = probe.shape[-1] == 3 * width
+            found += [probe[..., width : 2 * width], probe[..., 2 * width :]] if packed else [probe]
+        if len(found) != 2 * dims.n_layer:
+            raise InvalidInputError(f"the probes gave {len(found)} keys and values for {dims.n_layer} layers")
+        return found
 
     def largest(self, scales: CacheScales, ids: np.ndarray) -> np.ndarray:
         """Each layer's largest |key| and |value| per head and channel over ``ids`` in chunks: (2·L, nh, hs)."""
@@ -122,7 +131,7 @@ def measure_cache_scales(
     every run (the mapped embedding)."""
     if margin < 1:
         raise InvalidInputError(f"the calibration margin must be >= 1, got {margin}")
-    if len(probes) != 2 * dims.n_layer:
+    if not dims.n_layer <= len(probes) <= 2 * dims.n_layer:  # a packed projection, or keys and values, per layer
         raise InvalidInputError(f"{len(probes)} probes for {dims.n_layer} layers' keys and values")
     probe = _Probe(session, probes, dims, constants or {})
     rough = _scales(
