@@ -17,8 +17,6 @@ Variants (``MatMulNBits`` weights cut as gpt2-onnx's exporter cuts them):
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 import time
@@ -30,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from peers_report import cpu_flags  # noqa: E402  # benchmarks/, beside this script
+from peers_report import cpu_flags, save_result  # noqa: E402  # benchmarks/, beside this script
 
 from gpt2_onnx.app.bench.environment import machine_info  # noqa: E402  # after the path
 from gpt2_onnx_core.block_quant import quantize_blocks, quantize_columns  # noqa: E402
@@ -161,10 +159,8 @@ def main() -> None:
     before = machine_info("cpu")
     found = {int(rows): measure(variants, int(rows), args.rounds, args.threads) for rows in args.rows.split(",")}
     after = machine_info("cpu")
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = REPO / "benchmarks" / "results" / f"{stamp}-kernels"
-    data = {"variants": variants, "rounds": args.rounds, "threads": args.threads, "seconds": found}
-    out.with_suffix(".json").write_text(json.dumps({**data, "before": before, "after": after}, indent=1) + "\n")
+    raw = {"variants": variants, "rounds": args.rounds, "threads": args.threads, "seconds": found}
+    raw |= {"before": before, "after": after}
     versions = ", ".join(f"{k} {v}" for k, v in sorted(before["libraries"].items()))
     text = [
         "# GPT-2-small's matrix products by kernel",
@@ -178,7 +174,7 @@ def main() -> None:
         f"before, {after['load_average']} after (shared machine: the ratios, not the milliseconds, carry over). "
         f"Versions: {versions}.",
     ]
-    out.with_suffix(".md").write_text("\n".join(text) + "\n")
+    print(save_result(REPO / "benchmarks" / "results", "-kernels", "\n".join(text) + "\n", raw))
     print("\n".join(text))
 
 
