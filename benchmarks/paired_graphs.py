@@ -48,6 +48,7 @@ from types import ModuleType
 import numpy as np
 from peers_report import cpu_line, save_result  # benchmarks/, beside this script
 
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS
 from gpt2_onnx_runtimes import inplace_attention, session
 from gpt2_onnx_runtimes.generation import Generation
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
@@ -240,7 +241,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--pairs", type=int, default=15, help="pairs of rounds, one in each order")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--kv-cache", choices=("float32", "int8"), default="float32")
+    parser.add_argument("--kv-cache", choices=KV_CACHE_FORMATS, default="float32")
     args = parser.parse_args()
     found = measure(args)
     text = report(found, args)
