@@ -33,7 +33,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from matmul_kernels import cpu_features  # noqa: E402  # benchmarks/, beside this script
+from matmul_kernels import machine_sentence  # noqa: E402  # benchmarks/, beside this script
 from peers_report import save_result  # noqa: E402
 
 from gpt2_onnx.app.bench.environment import machine_info  # noqa: E402  # after the path
@@ -181,7 +181,6 @@ def main() -> None:
     after = machine_info("cpu")
     raw = {"formats": FORMATS, "contexts": CONTEXTS, "rounds": args.rounds, "threads": args.threads}
     raw |= {"seconds": found, "before": before, "after": after}
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(before["libraries"].items()))
     text = [
         "# The decode step's attention by KV cache format",
         "",
@@ -192,9 +191,7 @@ def main() -> None:
         f"off; each figure the best of {_REPEATS} steps after {_WARM}, {args.rounds} rounds in rotated order, "
         "medians; growth: after 1,000 − after 128, paired per round. The cache a step reads after 1,000 positions: "
         f"{_cache_mb(4):.1f} MB in float32, {_cache_mb(1):.1f} MB in int8, {_cache_mb(0.5):.1f} MB in int4 (scales "
-        "aside). Machine: "
-        f"{before['cpu']}, {before['physical_cores']} cores ({cpu_features()}); load average {before['load_average']} "
-        f"before, {after['load_average']} after. Versions: {versions}.",
+        "aside). " + machine_sentence(before, after),
     ]
     print(save_result(REPO / "benchmarks" / "results", "-gqa-cache", "\n".join(text) + "\n", raw))
     print("\n".join(text))

@@ -148,6 +148,16 @@ def cpu_features() -> str:
     return f"present: {', '.join(present)}; absent: {', '.join(f for f, here in flags.items() if not here)}"
 
 
+def machine_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """A result's closing sentence on where it ran, from ``machine_info`` before and after the measurement."""
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(before["libraries"].items()))
+    return (
+        f"Machine: {before['cpu']}, {before['physical_cores']} cores ({cpu_features()}); load average "
+        f"{before['load_average']} before, {after['load_average']} after (shared machine: the ratios, not the "
+        f"milliseconds, carry over). Versions: {versions}."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
@@ -161,7 +171,6 @@ def main() -> None:
     after = machine_info("cpu")
     raw = {"variants": variants, "rounds": args.rounds, "threads": args.threads, "seconds": found}
     raw |= {"before": before, "after": after}
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(before["libraries"].items()))
     text = [
         "# GPT-2-small's matrix products by kernel",
         "",
@@ -169,10 +178,7 @@ def main() -> None:
         "",
         f"The 48 projections of GPT-2-small (12 layers × qkv, attention out, MLP in, MLP out) alone, random weights, "
         f"{args.threads} intra-op threads, spinning off, {args.rounds} interleaved rounds (order rotated), medians; "
-        "× is each round's time ÷ the first kernel's in the same round. Machine: "
-        f"{before['cpu']}, {before['physical_cores']} cores ({cpu_features()}); load average {before['load_average']} "
-        f"before, {after['load_average']} after (shared machine: the ratios, not the milliseconds, carry over). "
-        f"Versions: {versions}.",
+        "× is each round's time ÷ the first kernel's in the same round. " + machine_sentence(before, after),
     ]
     print(save_result(REPO / "benchmarks" / "results", "-kernels", "\n".join(text) + "\n", raw))
     print("\n".join(text))
