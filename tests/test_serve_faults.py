@@ -14,12 +14,14 @@ import httpx2
 import pytest
 
 from benchmarks.serve_process import ServeProcess
+from gpt2_onnx_core.serve_limits import MAX_BATCH_ROWS
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 
-# More clients than the replica decodes rows (serve's default --max-batch 16): the rest wait in the replica's own
+# More clients than the replica decodes rows (serve's default --max-batch): the rest wait in the replica's own
 # queue, so while /health reports requests waiting, the replica holds requests that need at least a whole
 # generation more. The clients ask for different numbers of tokens, so that they do not move in step.
-CLIENT_TOKENS = (100, 83, 71, 59, 47, 37) * 4
+_LENGTHS = (100, 83, 71, 59, 47, 37)
+CLIENT_TOKENS = tuple(_LENGTHS[i % len(_LENGTHS)] for i in range(MAX_BATCH_ROWS + 8))
 REQUEST_TIMEOUT_S = 60.0  # a request still open after this counts as hung
 LOAD_S = 8.0  # the clients' loop, with the kill in its middle
 RECOVERY_TIMEOUT_S = 120.0
