@@ -5,10 +5,11 @@
 # dynamic) against q4_0, all
 # of one checkpoint (random:gpt2 seed 0, GPT-2-small dimensions). The first time it builds llama.cpp with its server and converts the checkpoint
 # (benchmarks/peers_side_by_side.sh with PREPARE_ONLY=1, ~20 minutes on 2 cores); then ~10 minutes. The machine
-# should be otherwise idle. Writes benchmarks/results/<stamp>-serve-peers.{json,md}.
+# should be otherwise idle. Writes benchmarks/results/<stamp>-SUFFIX.{json,md} (SUFFIX: serve-peers unless set).
 #
 #   benchmarks/serve_peers.sh
 #   ROUNDS=6 CLIENTS=8 benchmarks/serve_peers.sh
+#   SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh   # a run on another kind of CPU, kept apart in the docs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -28,4 +29,4 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
   --pair "int4, --block-size 128, --kv-cache int8, --prompt-kernel dynamic" "$OUT/gpt2-onnx-int4-b128" \
     "$OUT/gguf/q4_0.gguf" kv-cache=int8 prompt-kernel=dynamic \
   --clients "${CLIENTS:-16}" --requests "${REQUESTS:-48}" --rounds "${ROUNDS:-4}" --max-tokens "${MAX_TOKENS:-32}" \
-  --out "benchmarks/results/$stamp-serve-peers.json"
+  --out "benchmarks/results/$stamp-${SUFFIX:-serve-peers}.json"
