@@ -35,6 +35,16 @@ KINDS = (
         "eager, one interleaved run, each system in its own process and environment.",
     ),
     Kind(
+        "-peers-xeon",
+        "Beside the other CPU runtimes, on an Intel Xeon",
+        '`REPEATS=5 DECODE_CONTEXTS=1000 PEERS="openvino llama-cpp" SUFFIX=peers-xeon '
+        "benchmarks/peers_side_by_side.sh`: the run above (decode after 1,000 tokens too) on the other CPU this "
+        "project meets (Intel Xeon with AMX and AVX-512 FP16; llama.cpp built without its AMX kernels, as "
+        '`benchmarks/peers_install.sh` says); the table by `benchmarks/peers_table.py JSON --pair-with "OpenVINO '
+        'fp32, f32 compute forced" --pair-with "llama.cpp q8_0" --pair-with "llama.cpp q4_0" --pair-with "OpenVINO '
+        'int8 weights, f32 compute" --pair-with "OpenVINO int4 weights, CPU defaults"`.',
+    ),
+    Kind(
         "-peers-ep",
         "ONNX Runtime's OpenVINO execution provider",
         "`PEERS=openvino-ep OURS_DEFAULTS=0 SUFFIX=peers-ep benchmarks/peers_side_by_side.sh --ours ...`: our own "
@@ -92,6 +102,12 @@ KINDS = (
         "`benchmarks/serve_peers.sh`: `gpt2-onnx serve` (one replica) and llama.cpp's `llama-server` (16 slots, "
         "continuous batching, its prompt cache off) up at once on the same checkpoint, the same requests from 16 "
         "clients, rounds alternating between the two.",
+    ),
+    Kind(
+        "-serve-peers-xeon",
+        "Serving beside llama.cpp's server, on an Intel Xeon",
+        "`SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh`: the run above on the other CPU this project meets "
+        "(Intel Xeon with AMX and AVX-512 FP16; llama.cpp built without its AMX kernels).",
     ),
     Kind(
         "-serve-peers-fp32",
