@@ -15,6 +15,8 @@
 # benchmarks/serve_peers.py); the binding is installed from the
 # same sdist without its own C++ build and finds the library in its package's lib/ folder, where it normally is.
 # -march=native, AMX kernels off (they crashed on an Intel machine with AMX): -DGGML_AMX_*=OFF and -mno-amx-*.
+# Seen again on 2026-12-04 (Intel Xeon, 2 cores, the kernel granting AMX: arch_prctl(ARCH_REQ_XCOMP_PERM) = 0):
+# llama-bench built with them dies of SIGILL at tileloadd in ggml_backend_amx_mul_mat, with 1 thread or 2.
 # torch is installed first everywhere and pinned: a bare `pip install torch` on Linux pulls the multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
