@@ -68,8 +68,9 @@ def exact(checkpoint: Path) -> Any:
     return GPT2LMHeadModel.from_pretrained(checkpoint, attn_implementation="eager").eval().double()
 
 
-def _within_the_fp32_rule(what: str, ours: np.ndarray, float32: np.ndarray, float64: np.ndarray) -> None:
-    limit = FP32_RULE.limit(float(np.abs(float32 - float64).max()), float(np.abs(float64).max()))
+def _within_the_fp32_rule(what: str, ours: np.ndarray, float64: np.ndarray, source_error: float) -> None:
+    """Ours from float64 within FP32_RULE's limit for the float32 source's own error ``source_error``."""
+    limit = FP32_RULE.limit(source_error, float(np.abs(float64).max()))
     error = float(np.abs(ours - float64).max())
     assert error <= limit, f"{what}: max |Δ| from float64 {error:.3g} > {limit:.3g} ({FP32_RULE.describe()})"
 
@@ -87,16 +88,18 @@ def assert_equal_within_the_fp32_rule(
     found: list[GenerationResult], float32: list[Reference], float64: list[Reference]
 ) -> None:
     assert [r.token_ids for r in found] == [e.tokens for e in float32] == [e.tokens for e in float64]
-    double = np.asarray([e.score for e in float64])
-    source = max(_score_error_of_float32(single, exact) for single, exact in zip(float32, float64, strict=True))
-    limit = FP32_RULE.limit(source, float(np.abs(double).max()))
-    error = float(np.abs(np.asarray([r.score for r in found]) - double).max())
-    assert error <= limit, f"scores: max |Δ| from float64 {error:.3g} > {limit:.3g} ({FP32_RULE.describe()})"
+    _within_the_fp32_rule(
+        "scores",
+        np.asarray([r.score for r in found]),
+        np.asarray([e.score for e in float64]),
+        max(_score_error_of_float32(single, exact) for single, exact in zip(float32, float64, strict=True)),
+    )
+    double = np.asarray([s for e in float64 for s in e.token_scores])
     _within_the_fp32_rule(
         "per-token scores",
         np.asarray([s for r in found for s in r.token_logprobs]),
-        np.asarray([s for e in float32 for s in e.token_scores]),
-        np.asarray([s for e in float64 for s in e.token_scores]),
+        double,
+        float(np.abs(np.asarray([s for e in float32 for s in e.token_scores]) - double).max()),
     )
 
 
