@@ -109,6 +109,39 @@ def test_prompts_have_their_own_session_and_stay_close_to_the_export_kernel_on_t
     assert max(divergences) < 0.01 and disagreements <= 1, (max(divergences), disagreements)
 
 
+def _entry(options: object, key: str) -> str | None:
+    """``options``' config entry ``key``, None where it has none (ONNX Runtime raises RuntimeError then)."""
+    try:
+        return str(options.get_session_config_entry(key))  # type: ignore[attr-defined]
+    except RuntimeError:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({}, {"session.force_spinning_stop": "1"}),  # spins within a prompt, never after it
+        ({"session.intra_op.allow_spinning": "0"}, {"session.intra_op.allow_spinning": "0"}),
+        ({"session.force_spinning_stop": "0"}, {"session.force_spinning_stop": "0"}),
+    ],
+)
+def test_the_prompt_sessions_threads_stop_spinning_when_a_prompt_returns_unless_the_application_says(
+    config: dict[str, str], expected: dict[str, str]
+) -> None:
+    with LoadedExport.load(
+        MICRO_INT4, RuntimeOptions(layout="merged", prompt_kernel="dynamic", session_config=config)
+    ) as loaded:
+        prompt_options = loaded.steps.prefill.get_session_options()
+        step_options = loaded.steps.decode.get_session_options()
+        for key, value in expected.items():
+            assert prompt_options.get_session_config_entry(key) == value
+        unset = {"session.force_spinning_stop", "session.intra_op.allow_spinning"} - expected.keys()
+        for key in unset:
+            assert _entry(prompt_options, key) is None, key
+        for key in {"session.force_spinning_stop", "session.intra_op.allow_spinning"} - config.keys():
+            assert _entry(step_options, key) is None, key  # the step session keeps ONNX Runtime's default
+
+
 @pytest.mark.parametrize("kv_cache", ["float32", "int8"])
 def test_generation_and_the_folders_graphs_run_through_it(kv_cache: str) -> None:
     chunked = RuntimeOptions(layout="merged", prompt_kernel="dynamic", kv_cache=kv_cache, prefill_chunk=16)  # type: ignore[arg-type]
