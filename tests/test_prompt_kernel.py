@@ -120,26 +120,25 @@ def _entry(options: object, key: str) -> str | None:
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ({}, {"session.force_spinning_stop": "1"}),  # spins within a prompt, never after it
+        ({}, {"session.force_spinning_stop": "1"}),  # spin within a run, never after it
         ({"session.intra_op.allow_spinning": "0"}, {"session.intra_op.allow_spinning": "0"}),
         ({"session.force_spinning_stop": "0"}, {"session.force_spinning_stop": "0"}),
     ],
 )
-def test_the_prompt_sessions_threads_stop_spinning_when_a_prompt_returns_unless_the_application_says(
+def test_both_sessions_threads_stop_spinning_when_a_run_returns_unless_the_application_says(
     config: dict[str, str], expected: dict[str, str]
 ) -> None:
-    with LoadedExport.load(
-        MICRO_INT4, RuntimeOptions(layout="merged", prompt_kernel="dynamic", session_config=config)
-    ) as loaded:
-        prompt_options = loaded.steps.prefill.get_session_options()
-        step_options = loaded.steps.decode.get_session_options()
-        for key, value in expected.items():
-            assert prompt_options.get_session_config_entry(key) == value
-        unset = {"session.force_spinning_stop", "session.intra_op.allow_spinning"} - expected.keys()
-        for key in unset:
-            assert _entry(prompt_options, key) is None, key
-        for key in {"session.force_spinning_stop", "session.intra_op.allow_spinning"} - config.keys():
-            assert _entry(step_options, key) is None, key  # the step session keeps ONNX Runtime's default
+    """The prompt session and the step session share the cores: neither's threads may spin on after its run."""
+    spinning = {"session.force_spinning_stop", "session.intra_op.allow_spinning"}
+    options = RuntimeOptions(layout="merged", prompt_kernel="dynamic", session_config=config)
+    with LoadedExport.load(MICRO_INT4, options) as loaded:
+        for session in (loaded.steps.prefill, loaded.steps.decode):
+            session_options = session.get_session_options()
+            assert {key: _entry(session_options, key) for key in spinning} == {
+                key: expected.get(key) for key in spinning
+            }
+    with LoadedExport.load(MICRO_INT4, EXPORT) as alone:  # one session: ONNX Runtime's default
+        assert {_entry(alone.steps.decode.get_session_options(), key) for key in spinning} == {None}
 
 
 @pytest.mark.parametrize("kv_cache", ["float32", "int8"])

@@ -71,6 +71,20 @@ _SPINNING = "session.intra_op.allow_spinning"  # ONNX Runtime session config key
 _STOP_SPINNING = "session.force_spinning_stop"  # ... "1": the threads spin between a run's operators, never after it
 
 
+def _stop_spinning_after_runs(session_options: ort.SessionOptions, options: RuntimeOptions) -> None:
+    """With the prompt kernel, two sessions share the cores: each one's threads spin between a run's operators and
+    stop as soon as the run returns (unless the application set either spinning entry itself).
+
+    Spinning on after its run, either session's threads took the cores from the other's next run: GPT-2-small int4,
+    2 threads, Intel Xeon, a prompt of 128 right after a decode step took 54-56 ms with the step session's threads
+    still spinning against 30-31 ms stopped, and decode steps after a prompt slowed likewise (AMD EPYC, an earlier
+    run: 6.3 against 5.2 ms/token). With spinning off altogether, each of a prompt's ~180 operators woke the threads
+    from sleep: 37-41 ms against 31-36 ms. Decode steps are level either way (5.8-6.1 ms/token). One session alone
+    keeps ONNX Runtime's default: stopping made no difference there."""
+    if _SPINNING not in options.session_config and _STOP_SPINNING not in options.session_config:
+        session_options.add_session_config_entry(_STOP_SPINNING, "1")
+
+
 def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
     """split layout: shared weights for float32 graphs on the CPU only: a CUDA session copies its weights to the
     GPU anyway, and quantized graphs need prepacking (MatMulNBits runs many times slower without it). Not when the
@@ -224,6 +238,7 @@ class LoadedExport:
         probes = probe_names(graph) if int8_cache else []
         prompt = None
         if options.prompt_kernel == "dynamic":  # first: its load's peak then sits on less of the process's memory
+            _stop_spinning_after_runs(session_options, options)
             shared = shared or SharedWeights(folder / manifest.weights_file)
             prompt = cls._prompt_session(folder, manifest, options, graph, shared)
             # Both sessions read the tensors neither prepacks (the tied table's rows, norms, biases) from one map.
@@ -262,12 +277,7 @@ class LoadedExport:
         path = folder / manifest.graphs[kind].file
         prompt = dynamic_prompt_graph(graph, folder / manifest.weights_file, path)
         session_options = session_options_for(options)
-        if _SPINNING not in options.session_config and _STOP_SPINNING not in options.session_config:
-            # Its threads spin between a prompt's operators but stop when the prompt returns, so that they leave the
-            # cores to the step session's decode steps. With spinning off altogether, each of a prompt's ~180
-            # operators woke the threads from sleep: GPT-2-small int4, 2 threads, Intel Xeon: prompt of 128 in
-            # 37-41 ms against 31-36 ms this way, decode steps level (6.1-6.6 ms/token either way).
-            session_options.add_session_config_entry(_STOP_SPINNING, "1")
+        _stop_spinning_after_runs(session_options, options)
         shared.add_to(session_options, prompt.model, path, prepacking=True, skip=prompt.names)
         prompt.add_to(session_options, {manifest.weights_file: shared.mapped()})
         serialized = prompt.model.SerializeToString()
