@@ -124,3 +124,19 @@ def serve_schedule(engine: Any, schedule: list[tuple[int, list[int], int]]) -> l
             break
         assert step < 1_000, "the engine never finished"
     return [[u.token_id for u in got if isinstance(u, ChoiceUpdate)] for got in updates]
+
+
+SPINNING_ENTRIES = ("session.force_spinning_stop", "session.intra_op.allow_spinning")
+
+
+def spinning_entries(session: Any) -> dict[str, str | None]:
+    """An ONNX Runtime session's spinning config entries (:data:`SPINNING_ENTRIES`), None for an entry it does not
+    have (ONNX Runtime raises RuntimeError for a missing key)."""
+    options = session.get_session_options()
+    found: dict[str, str | None] = {}
+    for key in SPINNING_ENTRIES:
+        try:
+            found[key] = str(options.get_session_config_entry(key))
+        except RuntimeError:
+            found[key] = None
+    return found

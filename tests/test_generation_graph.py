@@ -26,7 +26,7 @@ from gpt2_onnx_runtimes.generation_graph import (
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import load_graph
+from tests.helpers import load_graph, spinning_entries
 
 MERGED = RuntimeOptions(layout="merged")
 SPLIT = RuntimeOptions(layout="split")
@@ -36,6 +36,26 @@ PROMPTS = [[464, 2068, 7586, 21831, 18045], [15496], [818, 257]]
 @pytest.fixture(scope="module", params=["int8", "int4", "fp16", "optimize"])
 def variant_export(request: pytest.FixtureRequest, shared_export: Callable[..., Path]) -> Path:
     return shared_export(optimize=True) if request.param == "optimize" else shared_export(precision=request.param)
+
+
+def test_two_sessions_threads_stop_spinning_when_a_run_returns_and_one_session_keeps_the_default(
+    tiny_export: Path,
+) -> None:
+    """The split layout's prefill and decode sessions, and a folder graph's session beside the generation session,
+    share the cores: their threads stop spinning when a run returns. The merged layout's one generation session
+    keeps ONNX Runtime's default, and an application's own spinning entry wins."""
+    stopped = {"session.force_spinning_stop": "1", "session.intra_op.allow_spinning": None}
+    with LoadedExport.load(tiny_export, SPLIT) as split:
+        assert [spinning_entries(s) for s in (split.steps.prefill, split.steps.decode)] == [stopped, stopped]
+    with LoadedExport.load(tiny_export, MERGED) as merged:
+        assert set(spinning_entries(merged.steps.decode).values()) == {None}
+        assert spinning_entries(merged.graph_session(DECODE)) == stopped
+    asleep = RuntimeOptions(layout="split", session_config={"session.intra_op.allow_spinning": "0"})
+    with LoadedExport.load(tiny_export, asleep) as own:
+        assert spinning_entries(own.steps.decode) == {
+            "session.force_spinning_stop": None,
+            "session.intra_op.allow_spinning": "0",
+        }
 
 
 def test_last_position_logits_has_one_position_and_leaves_its_input_alone(tiny_export: Path) -> None:

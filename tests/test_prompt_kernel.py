@@ -31,7 +31,7 @@ from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
 from gpt2_onnx_runtimes.prompt_kernel import PROMPT_WEIGHTS_FILE, dynamic_prompt_graph
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions
 from gpt2_onnx_runtimes.session import LoadedExport
-from tests.helpers import invoke, load_graph, one_error_line
+from tests.helpers import SPINNING_ENTRIES, invoke, load_graph, one_error_line, spinning_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 MICRO_INT4 = ROOT / "fixtures" / "pydocs-micro-int4"  # trained weights, committed
@@ -109,14 +109,6 @@ def test_prompts_have_their_own_session_and_stay_close_to_the_export_kernel_on_t
     assert max(divergences) < 0.01 and disagreements <= 1, (max(divergences), disagreements)
 
 
-def _entry(options: object, key: str) -> str | None:
-    """``options``' config entry ``key``, None where it has none (ONNX Runtime raises RuntimeError then)."""
-    try:
-        return str(options.get_session_config_entry(key))  # type: ignore[attr-defined]
-    except RuntimeError:
-        return None
-
-
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
@@ -129,16 +121,10 @@ def test_both_sessions_threads_stop_spinning_when_a_run_returns_unless_the_appli
     config: dict[str, str], expected: dict[str, str]
 ) -> None:
     """The prompt session and the step session share the cores: neither's threads may spin on after its run."""
-    spinning = {"session.force_spinning_stop", "session.intra_op.allow_spinning"}
     options = RuntimeOptions(layout="merged", prompt_kernel="dynamic", session_config=config)
     with LoadedExport.load(MICRO_INT4, options) as loaded:
         for session in (loaded.steps.prefill, loaded.steps.decode):
-            session_options = session.get_session_options()
-            assert {key: _entry(session_options, key) for key in spinning} == {
-                key: expected.get(key) for key in spinning
-            }
-    with LoadedExport.load(MICRO_INT4, EXPORT) as alone:  # one session: ONNX Runtime's default
-        assert {_entry(alone.steps.decode.get_session_options(), key) for key in spinning} == {None}
+            assert spinning_entries(session) == {key: expected.get(key) for key in SPINNING_ENTRIES}
 
 
 @pytest.mark.parametrize("kv_cache", ["float32", "int8"])

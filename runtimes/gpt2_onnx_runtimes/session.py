@@ -72,15 +72,19 @@ _STOP_SPINNING = "session.force_spinning_stop"  # ... "1": the threads spin betw
 
 
 def _stop_spinning_after_runs(session_options: ort.SessionOptions, options: RuntimeOptions) -> None:
-    """With the prompt kernel, two sessions share the cores: each one's threads spin between a run's operators and
-    stop as soon as the run returns (unless the application set either spinning entry itself).
+    """Where two sessions share the cores (the split layout's prefill and decode sessions, the prompt kernel's
+    prompt and step sessions, a folder graph's session beside the generation session), each one's threads spin
+    between a run's operators and stop as soon as the run returns, unless the application set either spinning entry
+    itself.
 
-    Spinning on after its run, either session's threads took the cores from the other's next run: GPT-2-small int4,
-    2 threads, Intel Xeon, a prompt of 128 right after a decode step took 54-56 ms with the step session's threads
-    still spinning against 30-31 ms stopped, and decode steps after a prompt slowed likewise (AMD EPYC, an earlier
-    run: 6.3 against 5.2 ms/token). With spinning off altogether, each of a prompt's ~180 operators woke the threads
-    from sleep: 37-41 ms against 31-36 ms. Decode steps are level either way (5.8-6.1 ms/token). One session alone
-    keeps ONNX Runtime's default: stopping made no difference there."""
+    Spinning on after its run, either session's threads took the cores from the other's next run. GPT-2-small,
+    2 threads, Intel Xeon: with the prompt kernel (int4), a prompt of 128 right after a decode step took 54-56 ms with
+    the step session's threads still spinning against 30-34 ms stopped (AMD EPYC, an earlier run: decode 6.3 against
+    5.2 ms/token with the prompt session spinning); in the split layout, time to first token 131 against 109-110 ms
+    (int4) and 176-181 against 152-154 ms (fp32), decode 7.2-7.4 against 6.3-6.4 ms/token (int4) and 35.7 against
+    34.6-34.8 (fp32). With spinning off altogether, each of a prompt's ~180 operators woke the threads from sleep:
+    37-41 ms against 31-36 ms. The merged layout's one session keeps ONNX Runtime's default: stopping made no
+    difference there."""
     if _SPINNING not in options.session_config and _STOP_SPINNING not in options.session_config:
         session_options.add_session_config_entry(_STOP_SPINNING, "1")
 
@@ -318,6 +322,7 @@ class LoadedExport:
     ) -> ort.InferenceSession:
         path = folder / manifest.graphs[kind].file
         session_options = session_options_for(options)
+        _stop_spinning_after_runs(session_options, options)  # never the only session
         if shared is not None:
             shared.add_to(session_options, graph, path)
         return create_session(str(path), session_options, options, path.name)
