@@ -45,6 +45,10 @@ void append_cuda(Ort::SessionOptions& options, int device_id) {
 Ort::SessionOptions session_options(const RuntimeOptions& options) {
   Ort::SessionOptions so;
   if (options.intra_op_threads > 0) so.SetIntraOpNumThreads(options.intra_op_threads);
+  // The prefill and decode sessions share the cores: each one's threads spin between a run's operators and stop
+  // as soon as the run returns, instead of spinning on into the other session's next run (docs/generation.md, "Two
+  // sessions never spin against each other").
+  so.AddConfigEntry("session.force_spinning_stop", "1");
   if (options.provider == "cuda") {
     append_cuda(so, options.device_id);
   } else if (options.provider != "cpu") {

@@ -36,6 +36,10 @@ public sealed class ExportSessions : IDisposable
         {
             throw new ArgumentException($"unknown provider '{provider}'; choose cpu or cuda");
         }
+        // The prefill and decode sessions share the cores: each one's threads spin between a run's operators and stop
+        // as soon as the run returns, instead of spinning on into the other session's next run (docs/generation.md,
+        // "Two sessions never spin against each other"; the same rule as the C++ sample).
+        options.AddSessionConfigEntry("session.force_spinning_stop", "1");
         // Both graphs read the one external weights file beside them (model.onnx.data), unless the sessions take its
         // tensors from one map of it (the same rule as runtimes/session.py and the C++ sample).
         if (shareWeights && provider == "cpu" && manifest.Precision == "float32" && manifest.WeightsIndex.Count > 0)
