@@ -67,26 +67,6 @@ __all__ = ["LoadedExport", "StepSessions", "check_folder"]
 log = logging.getLogger(__name__)
 
 _WEIGHTS_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime session config key
-_SPINNING = "session.intra_op.allow_spinning"  # ONNX Runtime session config key: "0" lets idle threads sleep
-_STOP_SPINNING = "session.force_spinning_stop"  # ... "1": the threads spin between a run's operators, never after it
-
-
-def _stop_spinning_after_runs(session_options: ort.SessionOptions, options: RuntimeOptions) -> None:
-    """Where two sessions share the cores (the split layout's prefill and decode sessions, the prompt kernel's
-    prompt and step sessions, a folder graph's session beside the generation session), each one's threads spin
-    between a run's operators and stop as soon as the run returns, unless the application set either spinning entry
-    itself.
-
-    Spinning on after its run, either session's threads took the cores from the other's next run. GPT-2-small,
-    2 threads, Intel Xeon: with the prompt kernel (int4), a prompt of 128 right after a decode step took 54-56 ms with
-    the step session's threads still spinning against 30-34 ms stopped (AMD EPYC, an earlier run: decode 6.3 against
-    5.2 ms/token with the prompt session spinning); in the split layout, time to first token 131 against 109-110 ms
-    (int4) and 176-181 against 152-154 ms (fp32), decode 7.2-7.4 against 6.3-6.4 ms/token (int4) and 35.7 against
-    34.6-34.8 (fp32). With spinning off altogether, each of a prompt's ~180 operators woke the threads from sleep:
-    37-41 ms against 31-36 ms. The merged layout's one session keeps ONNX Runtime's default: stopping made no
-    difference there."""
-    if _SPINNING not in options.session_config and _STOP_SPINNING not in options.session_config:
-        session_options.add_session_config_entry(_STOP_SPINNING, "1")
 
 
 def _shares_weights(options: RuntimeOptions, manifest: Manifest) -> bool:
@@ -237,12 +217,11 @@ class LoadedExport:
                 if headed is not None:  # a tied head: one row multiplies the table transposed (generation_graph)
                     graph = headed
                     constants[TRANSPOSED_TABLE] = shared.transposed(ref)  # (d, V), in memory
-        session_options = session_options_for(options)
+        session_options = session_options_for(options, beside_another_session=options.prompt_kernel == "dynamic")
         session_options.add_session_config_entry(_WEIGHTS_FOLDER, str(folder.resolve()))
         probes = probe_names(graph) if int8_cache else []
         prompt = None
         if options.prompt_kernel == "dynamic":  # first: its load's peak then sits on less of the process's memory
-            _stop_spinning_after_runs(session_options, options)
             shared = shared or SharedWeights(folder / manifest.weights_file)
             prompt = cls._prompt_session(folder, manifest, options, graph, shared)
             # Both sessions read the tensors neither prepacks (the tied table's rows, norms, biases) from one map.
@@ -280,8 +259,7 @@ class LoadedExport:
         ``kind`` graph."""
         path = folder / manifest.graphs[kind].file
         prompt = dynamic_prompt_graph(graph, folder / manifest.weights_file, path)
-        session_options = session_options_for(options)
-        _stop_spinning_after_runs(session_options, options)
+        session_options = session_options_for(options, beside_another_session=True)
         shared.add_to(session_options, prompt.model, path, prepacking=True, skip=prompt.names)
         prompt.add_to(session_options, {manifest.weights_file: shared.mapped()})
         serialized = prompt.model.SerializeToString()
@@ -321,8 +299,7 @@ class LoadedExport:
         shared: SharedWeights | None,
     ) -> ort.InferenceSession:
         path = folder / manifest.graphs[kind].file
-        session_options = session_options_for(options)
-        _stop_spinning_after_runs(session_options, options)  # never the only session
+        session_options = session_options_for(options, beside_another_session=True)  # never the only session
         if shared is not None:
             shared.add_to(session_options, graph, path)
         return create_session(str(path), session_options, options, path.name)
