@@ -141,6 +141,31 @@ def test_generation_and_the_folders_graphs_run_through_it(kv_cache: str) -> None
         assert loaded.run(DECODE, feeds)[LOGITS].shape == (1, 5, loaded.manifest.dims.vocab_size)
 
 
+@pytest.mark.parametrize("kv_cache", ["float32", "int8"])
+def test_every_chunk_of_a_prompt_runs_through_the_prompt_session(
+    kv_cache: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The later chunks of a long prompt are prompt runs too: they take the prompt kernel, not the decode steps'."""
+    options = RuntimeOptions(layout="merged", prompt_kernel="dynamic", kv_cache=kv_cache, prefill_chunk=16)  # type: ignore[arg-type]
+    with LoadedExport.load(MICRO_INT4, options) as loaded:
+        runs: Counter[str] = Counter()
+        for name, session in (("prompt", loaded.steps.prefill), ("step", loaded.steps.decode)):
+            run = session.run_with_iobinding
+
+            def counted(*args: object, _run: object = run, _name: str = name) -> object:
+                runs[_name] += 1
+                return _run(*args)  # type: ignore[operator]
+
+            monkeypatch.setattr(session, "run_with_iobinding", counted)
+        ids = np.arange(300, 340)[None]  # (1, 40): chunks of 16, 16 and 8
+        mask = np.ones_like(ids)
+        runner = KvCacheRunner(loaded, capacity=48)
+        runner.prefill(ids, mask, position_ids(mask))
+        assert runs == {"prompt": 3} and runner.past_length == 40
+        runner.decode(np.array([[7]]), np.ones((1, 41), np.int64), np.array([[40]]))
+        assert runs == {"prompt": 3, "step": 1}
+
+
 def test_it_is_refused_where_it_cannot_apply(shared_export: Callable[..., Path]) -> None:
     with pytest.raises(InvalidInputError, match="merged layout on the CPU provider only"):
         RuntimeOptions(layout="split", prompt_kernel="dynamic")

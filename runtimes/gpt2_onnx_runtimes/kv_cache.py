@@ -10,7 +10,8 @@ When the generation graph writes the cache in place (``StepSessions.in_place``) 
 buffer per cache tensor is both the past and the present (:class:`SharedKvBuffers`): a step writes its new
 positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
 Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk_tokens`` runs in chunks,
-each after the cache the ones before it wrote; and the binding of the buffers, the constant inputs and a logits
+each after the cache the ones before it wrote, every chunk through the prefill session (the prompt kernel's where
+there is one); and the binding of the buffers, the constant inputs and a logits
 buffer is made once and kept (:class:`~gpt2_onnx_runtimes.kv_bindings.KeptBindings`), so that a step binds only its
 tokens.
 """
@@ -112,8 +113,10 @@ class KvCacheRunner:
         )
         self.past_length = chunk
         while self.past_length < input_ids.shape[1]:  # the rest of a long prompt, chunk by chunk, after the cache
-            start, end = self.past_length, self.past_length + chunk
-            logits = self.decode(input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end])
+            start, end = self.past_length, min(self.past_length + chunk, input_ids.shape[1])
+            kind = PREFILL if self._steps.prefill_takes_past else DECODE  # the prompt session, where it takes a past
+            logits = self._run(kind, input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end], None)
+            self.past_length = end
         return logits
 
     def _chunk(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> int:
