@@ -167,6 +167,20 @@ KINDS = (
         "cache, 128 with the int8 one) was chosen from these figures.",
     ),
     Kind(
+        "-prompt-kernel-128",
+        "The prompt kernel's prompts, before and after a change: 128 tokens",
+        "`python benchmarks/prefill_chunk.py FOLDER ... --prompt-kernel dynamic --context 128 --warm-context 128 "
+        "--before DIR`: each export loaded with the prompt kernel (`RuntimeOptions(prompt_kernel='dynamic')`) by "
+        "this checkout and by the code before a change (DIR, another checkout), in the same rounds, each "
+        "configuration in a fresh process after an untimed generation like the timed one.",
+    ),
+    Kind(
+        "-prompt-kernel-1000",
+        "The prompt kernel's prompts, before and after a change: 1,000 tokens",
+        "`python benchmarks/prefill_chunk.py FOLDER ... --prompt-kernel dynamic --context 1000 --warm-context 1000 "
+        "--chunks 128 256 --before DIR`: the same with a 1,000-token prompt, prefilled in chunks of 128 and 256.",
+    ),
+    Kind(
         "-first-prompt",
         "The first prompts after a load",
         "`python benchmarks/first_prompt.py FOLDER ...`: the time to first token of four different 128-token "

@@ -110,8 +110,14 @@ def measure(args: argparse.Namespace) -> dict[Config, dict[str, list[float]]]:
     return found
 
 
+def _commit(checkout: Path) -> str:
+    """``checkout``'s commit, short, or its path where git cannot say."""
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {done.stdout.strip()}" if done.returncode == 0 else f"`{checkout}`"
+
+
 def report(found: dict[Config, dict[str, list[float]]], args: argparse.Namespace) -> str:
-    before = f" and to the same configuration run with the packages of `{args.before}`" if args.before else ""
+    before = f" and to the same configuration run with the packages of {_commit(args.before)}" if args.before else ""
     kernel = f", prompt kernel {args.prompt_kernel}" if args.prompt_kernel != "export" else ""
     lines = [
         f"# Prefill chunk: a {args.context}-token prompt, then {args.new_tokens} tokens{kernel}",
@@ -123,6 +129,9 @@ def report(found: dict[Config, dict[str, list[float]]], args: argparse.Namespace
         "token: the prompt's prefill and the first choice; decode: the median later token; peak RSS: the process's "
         f"high-water mark over load, prefill and decode. Medians over rounds; ratios to chunk {args.base} of the "
         f"same export, cache and code{before}, paired per round.",
+        "",
+        f"The code: this checkout ({_commit(Path(__file__).resolve().parent.parent)}, with any uncommitted changes)"
+        + (f"; before: {_commit(args.before)}." if args.before else "."),
         "",
         "| export | KV cache | chunk | code | time to first token (ms) | × chunk "
         f"{args.base} | × before | decode (ms/token) | × chunk {args.base} | × before | peak RSS (MiB) | × before |",
@@ -164,6 +173,7 @@ def main() -> None:
         help="the untimed generation's prompt length (the context: a warm engine)",
     )
     parser.add_argument("--before", type=Path, help="a checkout of the code before a change, run beside this one")
+    parser.add_argument("--suffix", default="-prefill-chunk", help="the results' name: <UTC stamp><suffix>.md")
     parser.add_argument("--one", nargs=3, metavar=("FOLDER", "KV_CACHE", "CHUNK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -190,7 +200,7 @@ def main() -> None:
         for (name, kv, chunk, code), figures in found.items()
     ]
     raw = {"cpu": cpu_line(), "settings": settings, "rounds": rounds}
-    path = save_result(RESULTS, "-prefill-chunk", text, raw)
+    path = save_result(RESULTS, args.suffix, text, raw)
     print(text + f"\nwritten: {path} and its .json")
 
 
