@@ -245,6 +245,17 @@ class SharedKvBuffers(_PooledCache):
         """After a run: the positions just written join the past."""
         self.length += new
 
+    def write(self, values: np.ndarray) -> None:
+        """Write ``values``, (count, B, nh, N, hs), as the next N positions of every row and head, and advance:
+        what a session that returns its new positions instead of writing them in place computed."""
+        count, batch, _, new, _ = values.shape
+        self.check_room(new)
+        if count != self._buffer.shape[0] or batch != self.batch:
+            held = f"{self._buffer.shape[0]} tensors of {self.batch} rows"
+            raise ValueError(f"{count} tensors of {batch} rows given to a cache of {held}")
+        self._tensors(self.batch)[:, :, :, self.length : self.length + new] = values
+        self.advance(new)
+
     def reorder(self, rows: np.ndarray) -> None:
         """Make row r of the past row ``rows[r]`` of the past as it stands (``len(rows)`` rows from now on); only
         the past's columns move."""

@@ -9,6 +9,9 @@ both providers and both session layouts (:class:`StepSessions`), so the CPU test
 When the generation graph writes the cache in place (``StepSessions.in_place``) and the length is known, one
 buffer per cache tensor is both the past and the present (:class:`SharedKvBuffers`): a step writes its new
 positions only. Without ``capacity`` the same graph takes a past and returns a new present, as decode.onnx does.
+With the int8 cache's prompt kernel (``StepSessions.prefill_float_cache``) a prompt attends over a float32 cache of
+its own, held in pooled buffers while it runs, and each run's new positions come back quantized and are written into
+the int8 cache (:mod:`gpt2_onnx_runtimes.prompt_attention`).
 Into the shared buffers, a prompt of one row longer than ``RuntimeOptions.prefill_chunk_tokens`` runs in chunks,
 each after the cache the ones before it wrote, every chunk through the prefill session (the prompt kernel's where
 there is one); and the binding of the buffers, the constant inputs and a logits
@@ -38,6 +41,7 @@ from gpt2_onnx_runtimes.kv_bindings import KeptBinding, binding_key
 from gpt2_onnx_runtimes.kv_buffers import KvBuffers, SharedKvBuffers
 from gpt2_onnx_runtimes.kv_reorder import reorder_past
 from gpt2_onnx_runtimes.ort_sessions import onnxruntime_errors
+from gpt2_onnx_runtimes.prompt_attention import new_cache_names
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -108,6 +112,8 @@ class KvCacheRunner:
             dims = self._dims
             empty = np.zeros((batch, dims.n_head, 0, dims.head_dim), dtype=self._steps.cache_dtype)  # (B, nh, 0, hs)
         chunk = self._chunk(input_ids, attention_mask)
+        if self._steps.prefill_float_cache:
+            return self._prefill_float(input_ids, attention_mask, position_ids, chunk)
         logits = self._run(
             PREFILL, input_ids[:, :chunk], attention_mask[:, :chunk], position_ids[:, :chunk], None, empty
         )
@@ -118,6 +124,69 @@ class KvCacheRunner:
             logits = self._run(kind, input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end], None)
             self.past_length = end
         return logits
+
+    def _prefill_float(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray, chunk: int
+    ) -> np.ndarray:
+        """A prompt through a prefill session that attends over a float32 cache of the prompt's own and returns each
+        run's new keys and values quantized (``StepSessions.prefill_float_cache``: the int8 cache's prompt kernel,
+        :mod:`gpt2_onnx_runtimes.prompt_attention`): the float32 cache lives in buffers taken from the pool for the
+        prompt's duration; the quantized positions go into the runtime's int8 buffers, or become the past that ONNX
+        Runtime's next step reads."""
+        dims, (batch, length) = self._dims, input_ids.shape
+        shape = (len(self._past_names), batch, dims.n_head, length, dims.head_dim)
+        prompt_cache = SharedKvBuffers(*shape, None, self._loaded.kv_pool, np.float32)  # (2L, B, nh, T, hs)
+        logits = []
+        for start in range(0, length, chunk):
+            end = min(start + chunk, length)
+            row_logits, new = self._run_float(
+                prompt_cache, input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end]
+            )
+            logits.append(row_logits)  # (B, V)
+            if new is not None:  # no runtime buffers: one run, whose quantized cache ONNX Runtime holds
+                self._past = new
+        self.past_length = length
+        return logits[-1]
+
+    def _run_float(
+        self,
+        prompt_cache: SharedKvBuffers,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        position_ids: np.ndarray,
+    ) -> tuple[np.ndarray, list[ort.OrtValue] | None]:
+        """One run of :meth:`_prefill_float`: the logits (B, V), and the new positions' int8 cache as ONNX Runtime's
+        OrtValues where the runtime has no buffers for it (None where they were written into the buffers)."""
+        batch, new = input_ids.shape
+        session = self._steps.prefill
+        binding = session.io_binding()
+        binding.bind_output(LOGITS, "cpu")  # first: get_outputs() keeps binding order
+        prompt_cache.bind_past(binding, self._past_names)  # float32 (B, nh, T, hs): the prompt so far
+        prompt_cache.bind_present(binding, self._present_names, new)
+        quantized = None
+        names = new_cache_names(self._dims.n_layer)
+        if isinstance(self._buffers, SharedKvBuffers):
+            self._buffers.check_room(new)
+            shape = [batch, self._dims.n_head, new, self._dims.head_dim]
+            quantized = np.empty((len(names), *shape), dtype=np.int8)  # (2L, B, nh, N, hs)
+            for name, tensor in zip(names, quantized, strict=True):
+                binding.bind_output(name, "cpu", 0, np.int8, shape, tensor.ctypes.data)
+        else:
+            for name in names:
+                binding.bind_output(name, "cpu")
+        for name, value in self._steps.constant_inputs.items():
+            binding.bind_ortvalue_input(name, value)  # the int8 cache's scales
+        binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
+        binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
+        binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
+        with onnxruntime_errors(self._what(PREFILL)):
+            session.run_with_iobinding(binding)
+        prompt_cache.advance(new)
+        outputs = binding.get_outputs()
+        if quantized is not None and isinstance(self._buffers, SharedKvBuffers):
+            self._buffers.write(quantized)
+            return outputs[0].numpy()[:, -1], None  # (B, V)
+        return outputs[0].numpy()[:, -1], list(outputs[-len(names) :])  # after the logits and the float32 presents
 
     def _chunk(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> int:
         """How many prompt tokens one prefill run takes: ``RuntimeOptions.prefill_chunk_tokens`` where the cache is

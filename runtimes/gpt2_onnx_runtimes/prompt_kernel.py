@@ -15,7 +15,9 @@ int8 weights made when the export loads: the blocks dequantized as the export st
 time, in float32) and quantized again per column, W[k, n] ≈ q[k, n] · scale[n] (:mod:`gpt2_onnx_core.block_quant`). So
 the prompt graph computes the export's own quantized weights up to int8 rounding (a 4-bit block's step is 1/7 of
 its largest weight, the column's int8 step 1/127 of the column's), plus the per-call quantization of the
-activations. Both sessions write the same in-place cache; the inputs, outputs and constant inputs are the same.
+activations. Both sessions write the same in-place cache; the inputs, outputs and constant inputs are the same
+(with the int8 cache, the prompt graph is first given a float32 cache of the prompt's own and returns each run's new
+positions quantized: :mod:`gpt2_onnx_runtimes.prompt_attention`).
 
 The int8 weights reach ONNX Runtime as the contents of a weights file held in memory
 (``SessionOptions.add_external_initializers_from_files_in_memory``, file :data:`PROMPT_WEIGHTS_FILE`): ONNX Runtime

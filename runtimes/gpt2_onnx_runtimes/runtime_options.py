@@ -67,9 +67,10 @@ class RuntimeOptions:
     # What multiplies a prompt's projections. export: the graph's own kernel for every run. dynamic: in an int8 or
     # int4 export, a prompt's runs (every chunk of a long one) go through a second session whose MatMulNBits
     # projections are DynamicQuantizeMatMul over int8 weights requantized per column when the export loads (ONNX
-    # Runtime's u8s8 QGEMM, about twice as fast on a prompt), while decode steps keep the export's kernel. It costs
-    # the int8 weights' memory besides the export's and changes a prompt's logits (gpt2_onnx_runtimes.prompt_kernel);
-    # merged layout, CPU only.
+    # Runtime's u8s8 QGEMM, about twice as fast on a prompt), while decode steps keep the export's kernel; with the
+    # int8 cache, that session attends over a float32 cache of the prompt's own (gpt2_onnx_runtimes.
+    # prompt_attention). It costs the int8 weights' memory besides the export's and changes a prompt's logits
+    # (gpt2_onnx_runtimes.prompt_kernel); merged layout, CPU only.
     prompt_kernel: PromptKernel = "export"
     # Merged layout, CPU, a float32 export with a tied head: a batch of one row multiplies a transposed copy of the
     # tied table, made at load, which MLAS's single-row kernel reads faster (gpt2_onnx_runtimes.generation_graph:

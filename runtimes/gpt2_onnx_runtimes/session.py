@@ -54,6 +54,7 @@ from gpt2_onnx_runtimes.kv_buffers import BufferPool
 from gpt2_onnx_runtimes.kv_scales import calibration_ids, default_calibration_text, measure_cache_scales
 from gpt2_onnx_runtimes.mapped_pages import release_free_heap, release_private_maps
 from gpt2_onnx_runtimes.ort_sessions import create_session, onnxruntime_errors, session_options_for
+from gpt2_onnx_runtimes.prompt_attention import float_prompt_attention
 from gpt2_onnx_runtimes.prompt_kernel import check_prompt_kernel, dynamic_prompt_graph
 from gpt2_onnx_runtimes.providers import ensure_provider_loadable, provider_list
 from gpt2_onnx_runtimes.runtime_options import RuntimeOptions, resolve_layout
@@ -119,6 +120,10 @@ class StepSessions:
     in_place: bool = False
     # The cache's elements: float32, or int8 where the in-place graph quantizes it (RuntimeOptions.kv_cache).
     cache_dtype: type[np.generic] = np.float32
+    # The prefill session attends over a float32 cache of the prompt's own and returns each run's new keys and values
+    # quantized, which the runner writes into the int8 cache: the int8 cache's prompt kernel
+    # (gpt2_onnx_runtimes.prompt_attention).
+    prefill_float_cache: bool = False
 
     def session(self, kind: GraphKind) -> ort.InferenceSession:
         return self.prefill if kind == PREFILL else self.decode
@@ -223,7 +228,10 @@ class LoadedExport:
         prompt = None
         if options.prompt_kernel == "dynamic":  # first: its load's peak then sits on less of the process's memory
             shared = shared or SharedWeights(folder / manifest.weights_file)
-            prompt = cls._prompt_session(folder, manifest, options, graph, shared)
+            # With an int8 cache a prompt attends over a float32 cache and returns its new positions quantized.
+            prompted = float_prompt_attention(graph, manifest.dims) if int8_cache else graph
+            prompt = cls._prompt_session(folder, manifest, options, prompted, shared)
+            del prompted
             # Both sessions read the tensors neither prepacks (the tied table's rows, norms, biases) from one map.
             shared.add_to(session_options, graph, folder / manifest.graphs[DECODE].file, prepacking=True)
         session = create_session(graph.SerializeToString(), session_options, options, "the generation graph")
@@ -241,6 +249,7 @@ class LoadedExport:
             label="merged",
             in_place=in_place,
             cache_dtype=np.int8 if int8_cache else np.float32,
+            prefill_float_cache=prompt is not None and int8_cache,
         )
         return cls(folder, manifest, options, steps, {}, shared if constants or prompt else None)
 
