@@ -30,11 +30,33 @@ export async function sha256Node(bytes) {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
+/** ONNX Runtime's session config entries that say whether a session's threads spin when a run returns. */
+export const SPINNING_ENTRIES = ['session.force_spinning_stop', 'session.intra_op.allow_spinning'];
+
+/**
+ * The options each of the model's two sessions gets: the application's, and, unless it sets either spinning entry
+ * itself, `session.force_spinning_stop` 1. The prefill and decode sessions share the cores, and a session whose
+ * threads spin on after its run takes them from the other's next run (the Python runtime, the C++ and the C#
+ * samples set the same; docs/generation.md, "Two sessions never spin against each other").
+ * @param {import('onnxruntime-common').InferenceSession.SessionOptions} [sessionOptions]
+ * @returns {import('onnxruntime-common').InferenceSession.SessionOptions}
+ */
+export function nodeSessionOptions(sessionOptions = {}) {
+  const extra = /** @type {Record<string, unknown>} */ (sessionOptions.extra ?? {});
+  const set = (/** @type {string} */ key) =>
+    key in extra || key.split('.').reduce((/** @type {any} */ node, part) => (node && typeof node === 'object' ? node[part] : undefined), extra) !== undefined;
+  if (SPINNING_ENTRIES.some(set)) return sessionOptions;
+  return { ...sessionOptions, extra: { ...extra, 'session.force_spinning_stop': '1' } };
+}
+
 /**
  * Load an export folder with onnxruntime-node; every file the manifest lists is checked unless checkAllFiles is false.
+ * Both sessions stop their threads spinning when a run returns unless sessionOptions.extra says otherwise
+ * (nodeSessionOptions).
  * @param {string} folder
  * @param {{sessionOptions?: import('onnxruntime-common').InferenceSession.SessionOptions, checkAllFiles?: boolean}} [options]
  */
 export function loadExport(folder, options = {}) {
-  return Gpt2Model.load(folderSource(folder), { ort, sha256: sha256Node, checkAllFiles: true, ...options });
+  const sessionOptions = nodeSessionOptions(options.sessionOptions);
+  return Gpt2Model.load(folderSource(folder), { ort, sha256: sha256Node, checkAllFiles: true, ...options, sessionOptions });
 }

@@ -65,3 +65,27 @@ for (const { name, folder, expected } of fixtureExports()) {
     });
   });
 }
+
+describe('the sessions stop spinning when a run returns', () => {
+  it('adds session.force_spinning_stop 1 unless the application sets either spinning entry', async () => {
+    const { nodeSessionOptions } = await import('../src/node.js');
+    assert.deepEqual(nodeSessionOptions(), { extra: { 'session.force_spinning_stop': '1' } });
+    assert.deepEqual(nodeSessionOptions({ intraOpNumThreads: 2, extra: { 'session.x': 'y' } }), {
+      intraOpNumThreads: 2,
+      extra: { 'session.x': 'y', 'session.force_spinning_stop': '1' },
+    });
+    const flat = { extra: { 'session.intra_op.allow_spinning': '0' } };
+    assert.deepEqual(nodeSessionOptions(flat), flat);
+    const nested = { extra: { session: { force_spinning_stop: '0' } } };
+    assert.deepEqual(nodeSessionOptions(nested), nested);
+  });
+
+  it("onnxruntime-node takes the entry, and an application's own nested one", async () => {
+    const { folder } = fixtureExports()[0];
+    for (const sessionOptions of [undefined, { extra: { session: { intra_op: { allow_spinning: '0' } } } }]) {
+      const model = await loadExport(folder, { sessionOptions });
+      assert.equal((await model.generate('Hello', { maxNewTokens: 2 })).ids.length, 2);
+      await model.release();
+    }
+  });
+});
