@@ -136,17 +136,15 @@ class KvCacheRunner:
         dims, (batch, length) = self._dims, input_ids.shape
         shape = (len(self._past_names), batch, dims.n_head, length, dims.head_dim)
         prompt_cache = SharedKvBuffers(*shape, None, self._loaded.kv_pool, np.float32)  # (2L, B, nh, T, hs)
-        logits = []
         for start in range(0, length, chunk):
             end = min(start + chunk, length)
-            row_logits, new = self._run_float(
+            logits, new = self._run_float(
                 prompt_cache, input_ids[:, start:end], attention_mask[:, :end], position_ids[:, start:end]
-            )
-            logits.append(row_logits)  # (B, V)
+            )  # (B, V): the last run's are the prompt's
             if new is not None:  # no runtime buffers: one run, whose quantized cache ONNX Runtime holds
                 self._past = new
         self.past_length = length
-        return logits[-1]
+        return logits
 
     def _run_float(
         self,
@@ -176,9 +174,7 @@ class KvCacheRunner:
                 binding.bind_output(name, "cpu")
         for name, value in self._steps.constant_inputs.items():
             binding.bind_ortvalue_input(name, value)  # the int8 cache's scales
-        binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
-        binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
-        binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
+        _bind_tokens(binding, input_ids, attention_mask, position_ids)
         with onnxruntime_errors(self._what(PREFILL)):
             session.run_with_iobinding(binding)
         prompt_cache.advance(new)
@@ -237,9 +233,7 @@ class KvCacheRunner:
         new = input_ids.shape[1]
         kept = self._kept_binding(session, self._buffers, new) if isinstance(self._buffers, SharedKvBuffers) else None
         binding = kept.binding if kept is not None else self._new_binding(session, kind, past, empty, new)
-        binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
-        binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
-        binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
+        _bind_tokens(binding, input_ids, attention_mask, position_ids)
         with onnxruntime_errors(self._what(kind)):
             session.run_with_iobinding(binding)
         if self._buffers is not None:
@@ -314,3 +308,13 @@ class KvCacheRunner:
         if self._steps.prefill_takes_past:
             return f"the generation graph ({kind})"
         return self._loaded.manifest.graphs[kind].file
+
+
+def _bind_tokens(
+    binding: ort.IOBinding, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray
+) -> None:
+    """Bind a run's token inputs: the new tokens (B, N), the mask over the past and them (B, P+N), their positions
+    (B, N)."""
+    binding.bind_cpu_input(INPUT_IDS, np.ascontiguousarray(input_ids, dtype=np.int64))  # (B, N)
+    binding.bind_cpu_input(ATTENTION_MASK, np.ascontiguousarray(attention_mask, dtype=np.int64))  # (B, P+N)
+    binding.bind_cpu_input(POSITION_IDS, np.ascontiguousarray(position_ids, dtype=np.int64))  # (B, N)
