@@ -43,10 +43,24 @@ export const SPINNING_ENTRIES = ['session.force_spinning_stop', 'session.intra_o
  */
 export function nodeSessionOptions(sessionOptions = {}) {
   const extra = /** @type {Record<string, unknown>} */ (sessionOptions.extra ?? {});
-  const set = (/** @type {string} */ key) =>
-    key in extra || key.split('.').reduce((/** @type {any} */ node, part) => (node && typeof node === 'object' ? node[part] : undefined), extra) !== undefined;
-  if (SPINNING_ENTRIES.some(set)) return sessionOptions;
+  if (SPINNING_ENTRIES.some((key) => hasEntry(extra, key))) return sessionOptions;
   return { ...sessionOptions, extra: { ...extra, 'session.force_spinning_stop': '1' } };
+}
+
+/**
+ * Whether `extra` sets config entry `key` ('a.b.c'), flat ({'a.b.c': v}) or nested ({a: {b: {c: v}}}): onnxruntime-node
+ * joins nested keys with dots.
+ * @param {Record<string, unknown>} extra @param {string} key
+ */
+function hasEntry(extra, key) {
+  if (key in extra) return true;
+  /** @type {unknown} */
+  let node = extra;
+  for (const part of key.split('.')) {
+    if (node === null || typeof node !== 'object') return false;
+    node = /** @type {Record<string, unknown>} */ (node)[part];
+  }
+  return node !== undefined;
 }
 
 /**
