@@ -2,6 +2,9 @@
 prefill and decode apart. Used to find out which fusions pay on the CPU provider (e.g. why ``--optimize`` does not).
 
     python benchmarks/op_profile.py EXPORT [EXPORT ...] --rounds 3 --new-tokens 32 [--json out.json]
+    python benchmarks/op_profile.py EXPORT --prompt 1000 --kv-cache int8 --prompt-kernel dynamic   # runtime options
+
+Prefill figures are per prompt (every chunk of a long one), decode figures per step.
 
 Each export is profiled in a process of its own, the exports' rounds alternating, so that machine load falls on
 all alike. Kernel times are ONNX Runtime's ``*_kernel_time`` events; their sum per run is below the wall time by
@@ -22,63 +25,110 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
+from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, PROMPT_KERNELS  # noqa: E402  # after the path
+
 _CHILD = """
 import json, sys, time
 import numpy as np
 sys.path[:0] = [sys.argv[1] + folder for folder in ("", "/core", "/exporters", "/runtimes")]
+import collections
+import onnxruntime as ort
 from gpt2_onnx_runtimes import session as S
 from gpt2_onnx_runtimes.kv_cache import KvCacheRunner
-folder, prefix, new_tokens, threads, layout = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+runs = collections.Counter()  # runs per session, so that the load's own runs (warm-ups, calibration) are told apart
+def counting(name):
+    original = getattr(ort.InferenceSession, name)
+    def run(self, *arguments, **keywords):
+        runs[id(self)] += 1
+        return original(self, *arguments, **keywords)
+    setattr(ort.InferenceSession, name, run)
+for name in ("run", "run_with_iobinding", "run_with_ort_values"):
+    counting(name)
+folder, prefix = sys.argv[2], sys.argv[3]
+new_tokens, threads, prompt = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+layout, kv_cache, prompt_kernel = sys.argv[7:10]
 plain = S.session_options_for
-def profiled(options):
-    so = plain(options); so.enable_profiling = True; so.profile_file_prefix = prefix; return so
+def profiled(options, **keywords):
+    so = plain(options, **keywords); so.enable_profiling = True; so.profile_file_prefix = prefix; return so
 S.session_options_for = profiled
-loaded = S.LoadedExport.load(folder, S.RuntimeOptions(intra_op_threads=threads, inter_op_threads=1, layout=layout))
-ids = np.random.default_rng(0).integers(0, loaded.manifest.dims.vocab_size, (1, 128), dtype=np.int64)
+options = S.RuntimeOptions(
+    intra_op_threads=threads, inter_op_threads=1, layout=layout, kv_cache=kv_cache, prompt_kernel=prompt_kernel
+)
+loaded = S.LoadedExport.load(folder, options)
+ids = np.random.default_rng(0).integers(0, loaded.manifest.dims.vocab_size, (1, prompt), dtype=np.int64)
 walls = {"prefill": [], "decode": []}
+at_load = collections.Counter(runs)
 for _ in range(2):
-    runner = KvCacheRunner(loaded, capacity=128 + new_tokens + 1)
+    runner = KvCacheRunner(loaded, capacity=prompt + new_tokens + 1)
     mask = np.ones_like(ids)
-    start = time.perf_counter(); logits = runner.prefill(ids, mask, np.arange(128)[None])
+    start = time.perf_counter(); logits = runner.prefill(ids, mask, np.arange(prompt)[None])
     walls["prefill"].append(time.perf_counter() - start)
     for step in range(new_tokens):
         token = logits.argmax(-1)[:, None]; mask = np.concatenate([mask, np.ones_like(token)], axis=1)
-        start = time.perf_counter(); logits = runner.decode(token, mask, np.array([[128 + step]]))
+        start = time.perf_counter(); logits = runner.decode(token, mask, np.array([[prompt + step]]))
         walls["decode"].append(time.perf_counter() - start)
-sessions = {id(s): s for s in (loaded.steps.prefill, loaded.steps.decode)}.values()
-files = [session.end_profiling() for session in sessions]
+steps = loaded.steps
+roles = {"both": steps.prefill} if steps.prefill is steps.decode else {"prefill": steps.prefill, "decode": steps.decode}
+files = {
+    role: {"file": s.end_profiling(), "skip": at_load[id(s)], "runs": runs[id(s)] - at_load[id(s)]}
+    for role, s in roles.items()
+}
 print(json.dumps({"files": files, "walls": walls}))
 """
+GENERATIONS = 2  # per process, as _CHILD runs them
 
 
-def _profile(folder: Path, new_tokens: int, threads: int, layout: str) -> dict[str, Any]:
-    """One process: two generations (one prompt of 128, then ``new_tokens`` steps) with profiling on."""
+def _profile(folder: Path, new_tokens: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One process: two generations (one prompt of ``args.prompt`` tokens, then ``new_tokens`` steps) with
+    profiling on; the events by the phase their session serves ("both": the merged layout's one session)."""
     with tempfile.TemporaryDirectory(prefix="gpt2-onnx-profile-") as tmp:
-        command = [sys.executable, "-c", _CHILD, str(REPO), str(folder), f"{tmp}/p", str(new_tokens), str(threads)]
-        done = subprocess.run([*command, layout], capture_output=True, text=True, check=True)
+        command = [sys.executable, "-c", _CHILD, str(REPO), str(folder), f"{tmp}/p", str(new_tokens)]
+        command += [str(args.threads), str(args.prompt), args.layout, args.kv_cache, args.prompt_kernel]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
         answer = json.loads(done.stdout.strip().splitlines()[-1])
-        events = [event for name in answer["files"] for event in json.loads(Path(name).read_text())]
+        files = answer["files"]
+        events = {role: (json.loads(Path(found["file"]).read_text()), found) for role, found in files.items()}
     return {"events": events, "walls": answer["walls"]}
 
 
-def _per_op(events: list[dict[str, Any]], new_tokens: int) -> dict[str, dict[str, float]]:
-    """Kernel ms per run by operator type, prefill and decode apart (runs are in order: 1 prefill, then steps)."""
-    runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
-    starts = [run["ts"] for run in runs]
-    per_generation = new_tokens + 1
-    totals: dict[str, collections.Counter[str]] = {"prefill": collections.Counter(), "decode": collections.Counter()}
-    counts = {"prefill": 0, "decode": 0}
-    for index, _ in enumerate(runs):
-        counts["prefill" if index % per_generation == 0 else "decode"] += 1
+def _phases(events: list[dict[str, Any]], role: str, counted: dict[str, int], new_tokens: int) -> list[str]:
+    """Each run's phase, in order: "load" for the runs the load made itself (``counted["skip"]``), then the
+    generations' ``counted["runs"]``. A prompt's session serves prefill only, a step session decode only, and the
+    one session of the merged layout runs, per generation, a prompt's runs (more than one where the prompt is
+    chunked) and then ``new_tokens`` steps."""
+    total = sum(1 for e in events if e.get("name") == "model_run")
+    skip, generated = counted["skip"], counted["runs"]
+    if total != skip + generated:
+        raise SystemExit(f"op_profile: the profile holds {total} runs, the process counted {skip} + {generated}")
+    if role != "both":
+        return ["load"] * skip + [role] * generated
+    per_generation = generated // GENERATIONS
+    prompt_runs = per_generation - new_tokens
+    if prompt_runs < 1 or per_generation * GENERATIONS != generated:
+        raise SystemExit(f"op_profile: {generated} runs are not {GENERATIONS} generations of {new_tokens} steps")
+    phases = ["prefill" if index % per_generation < prompt_runs else "decode" for index in range(generated)]
+    return ["load"] * skip + phases
+
+
+def _per_op(
+    events: dict[str, tuple[list[dict[str, Any]], dict[str, int]]], new_tokens: int
+) -> dict[str, dict[str, float]]:
+    """Kernel ms by operator type per prompt (all its chunks) and per decode step. Each profile file has a clock
+    of its own, so a file's events are placed among its own runs."""
     import bisect
 
-    for event in events:
-        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
-            continue
-        index = bisect.bisect_right(starts, event["ts"]) - 1
-        phase = "prefill" if index % per_generation == 0 else "decode"
-        totals[phase][event["args"]["op_name"]] += event["dur"] / 1000.0
-    return {phase: {op: ms / max(counts[phase], 1) for op, ms in totals[phase].most_common()} for phase in totals}
+    totals: dict[str, collections.Counter[str]] = {"prefill": collections.Counter(), "decode": collections.Counter()}
+    counts = {"prefill": GENERATIONS, "decode": GENERATIONS * new_tokens}
+    for role, (file_events, counted) in events.items():
+        phases = _phases(file_events, role, counted, new_tokens)
+        starts = sorted(e["ts"] for e in file_events if e.get("name") == "model_run")
+        for event in file_events:
+            if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+                continue
+            phase = phases[bisect.bisect_right(starts, event["ts"]) - 1]
+            if phase != "load":
+                totals[phase][event["args"]["op_name"]] += event["dur"] / 1000.0
+    return {phase: {op: ms / counts[phase] for op, ms in totals[phase].most_common()} for phase in totals}
 
 
 def main() -> None:
@@ -88,13 +138,16 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--layout", default="merged", choices=["merged", "split"])
+    parser.add_argument("--prompt", type=int, default=128, help="prompt tokens (the context decode steps follow)")
+    parser.add_argument("--kv-cache", default="float32", choices=KV_CACHE_FORMATS)
+    parser.add_argument("--prompt-kernel", default="export", choices=PROMPT_KERNELS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     found: dict[str, list[dict[str, Any]]] = {str(folder): [] for folder in args.exports}
     for round_index in range(args.rounds):
         for folder in args.exports[round_index % len(args.exports) :] + args.exports[: round_index % len(args.exports)]:
             print(f"round {round_index + 1}/{args.rounds}: {folder}", file=sys.stderr, flush=True)
-            profile = _profile(folder, args.new_tokens, args.threads, args.layout)
+            profile = _profile(folder, args.new_tokens, args)
             found[str(folder)].append({"ops": _per_op(profile["events"], args.new_tokens), "walls": profile["walls"]})
     summary = {}
     for folder, rounds in found.items():
