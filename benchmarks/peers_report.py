@@ -13,7 +13,10 @@ figure over the baseline's of the same round), as ``gpt2_onnx.app.bench.report``
 - with ``decode_contexts`` (``--decode-contexts``), ``decode_ms_per_token/C``: (last − first token's time) / (n − 1)
   of the "decode/C" task, a generation after a C-token prompt, with its ratio × the baseline paired per round as the
   others; and ``decode_growth/C``: that over the system's own ``decode_ms_per_token`` of the same round (its decode
-  after the 128-token prompt), then the median over rounds (no ratio × the baseline).
+  after the 128-token prompt), then the median over rounds (no ratio × the baseline). Where 128 is one of the
+  contexts too, the growth is over ``decode_ms_per_token/128`` instead, a run of as many steps as the other
+  contexts' (``BenchSettings.growth_over_context_run``): the first steps after a prompt, slower than the rest on
+  some systems, then weigh alike in both.
 """
 
 from __future__ import annotations
@@ -184,32 +187,37 @@ def round_metrics(decode_contexts: Sequence[int] = ()) -> list[Metric]:
     ]
 
 
-def _growth_rounds(raw: RawResults, length: int) -> list[float]:
-    """Per round: the system's decode ms/token after ``length`` tokens over its own after the decode prompt."""
-    rounds = zip(raw.tasks[decode_context_task(length)], raw.tasks["decode"], strict=True)
+def _growth_rounds(raw: RawResults, length: int, settings: BenchSettings) -> list[float]:
+    """Per round: the system's decode ms/token after ``length`` tokens over its own after the decode prompt (the
+    decode run, or the run of as many steps after that prompt: ``BenchSettings.growth_over_context_run``)."""
+    base_task = "decode"
+    if settings.growth_over_context_run:
+        base_task = decode_context_task(settings.decode_prompt_length)
+    rounds = zip(raw.tasks[decode_context_task(length)], raw.tasks[base_task], strict=True)
     return [_decode_ms(longer) / _decode_ms(base) for longer, base in rounds]
 
 
 def figures(
-    raws: Sequence[RawResults], baseline: str, decode_contexts: Sequence[int] = ()
+    raws: Sequence[RawResults], baseline: str, settings: BenchSettings | None = None
 ) -> dict[str, dict[str, Any]]:
     """Per system: each figure's median over rounds, its per-round values and, paired per round, its ratios
-    × ``baseline``'s (median and per round); with ``decode_contexts``, each one's growth over the decode run
-    (median and per round, in ``median`` and ``rounds``)."""
+    × ``baseline``'s (median and per round); with ``settings.decode_contexts``, each growth context's growth over
+    the decode prompt's run (median and per round, in ``median`` and ``rounds``)."""
+    settings = settings or BenchSettings()
     by_label = {raw.spec.label: raw for raw in raws}
     base = by_label[baseline]
     found: dict[str, dict[str, Any]] = {}
     for label, raw in by_label.items():
         entry: dict[str, Any] = {"median": {}, "rounds": {}, "ratio": {}, "ratio_rounds": {}}
-        for metric in round_metrics(decode_contexts):
+        for metric in round_metrics(settings.decode_contexts):
             rounds = [metric.figure(answer) for answer in raw.tasks[metric.task]]
             ratios = paired_per_round(raw, base, metric)
             entry["median"][metric.key] = float(np.median(rounds))
             entry["rounds"][metric.key] = rounds
             entry["ratio"][metric.key] = float(np.median(ratios))
             entry["ratio_rounds"][metric.key] = ratios
-        for n in decode_contexts:
-            growth = _growth_rounds(raw, n)
+        for n in settings.growth_contexts:
+            growth = _growth_rounds(raw, n, settings)
             entry["median"][decode_growth_key(n)] = float(np.median(growth))
             entry["rounds"][decode_growth_key(n)] = growth
         found[label] = entry

@@ -178,7 +178,7 @@ def main() -> None:
     }
     result = {
         **report.to_json(),
-        "peers": peers_report.figures(raws, BASELINE, settings.decode_contexts),
+        "peers": peers_report.figures(raws, BASELINE, settings),
         "specs": [spec.to_json() for spec in specs],
         "greedy": tokens,
         "cpu_flags": peers_report.cpu_flags(),

@@ -105,13 +105,21 @@ def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> lis
         return []
     settings, baseline = report["settings"], report["baseline"]
     base, longest = settings["decode_prompt_length"], max(contexts)
+    each = settings.get("context_new_tokens", 16)
     keys = ["decode_ms_per_token", *(f"decode_ms_per_token/{n}" for n in contexts)]
     headings = [f"after {n:,} tokens (× eager)" for n in (base, *contexts)]
+    over_run = base in contexts  # the growth is over the run of as many steps after the decode prompt
+    if over_run:
+        headings = [
+            f"after {base:,} tokens, {settings['new_tokens']} new (× eager)",
+            *(f"after {n:,} tokens, {each} new (× eager)" for n in contexts),
+        ]
     growth = f"decode_growth/{longest}"
     _check_labels(report, pair_with)
     paired_headings = "".join(f" ÷ {label}'s, per round: median (rounds ≤ 1) |" for label in pair_with)
+    steps = f", {each} new tokens each" if over_run else ""
     lines = [
-        f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}, per round |"
+        f"| system | decode ms/token {' | '.join(headings)} | after {longest:,} ÷ after {base:,}{steps}, per round |"
         + paired_headings,
         "|---" * (len(headings) + 2 + len(pair_with)) + "|",
     ]
@@ -121,12 +129,18 @@ def context_rows(report: dict[str, Any], pair_with: tuple[str, ...] = ()) -> lis
         paired = [_paired(report, label, other, growth, field="rounds") for other in pair_with]
         cells = [label, *(_timing(entry, key, label == baseline) for key in keys), ratio, *paired]
         lines.append("| " + " | ".join(cells) + " |")
+    over = (
+        f"after {base:,} in the run of {each} new tokens, as many steps as after {longest:,} (the first steps after a "
+        "prompt, slower than the rest on some systems, weigh alike in both)"
+        if over_run
+        else f"after {base:,}"
+    )
     note = (
         f"Decode as the context grows, in the same rounds: (last − first token time) / (n − 1) of a generation after "
         f"a random prompt of {base:,} tokens (the decode above, {settings['new_tokens']} tokens) and of "
-        f"{', '.join(f'{n:,}' for n in contexts)} tokens ({settings.get('context_new_tokens', 16)} tokens each); "
+        f"{', '.join(f'{n:,}' for n in contexts)} tokens ({each} tokens each); "
         f"× eager paired per round; the last column is each system's own ms/token after {longest:,} tokens over "
-        f"after {base:,}, round by round: the median (lowest–highest)."
+        f"{over}, round by round: the median (lowest–highest)."
     )
     return [*lines, "", note]
 

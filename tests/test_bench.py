@@ -252,6 +252,23 @@ def test_decode_contexts_are_tasks_figures_and_rows() -> None:
     assert not any("/" in key for key in default.systems["eager"]["figures"] if key.startswith("decode"))
 
 
+def test_growth_is_over_the_run_of_as_many_steps_when_the_decode_prompt_is_a_context() -> None:
+    """``--decode-contexts 128,1000`` with the decode prompt of 128: the growth after 1,000 is over the 16-step
+    run after 128, not over the 64-step decode run, and the table's row says so."""
+    settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0, decode_contexts=(128, 1000))
+    raws = [_raw("eager", "eager", 0.010, settings)]
+    for task, times in (("decode/128", 2), ("decode/1000", 3)):
+        for answer in raws[0].tasks[task]:
+            answer["step_s"] = [times * s for s in answer["step_s"]]
+    report = summarize(raws, settings, {"cpu": "test"}, parameter_bytes=100)
+    eager = report.systems["eager"]["figures"]
+    assert eager["decode_growth/1000"] == pytest.approx(1.5)  # 3× over 2× the decode run's steps
+    assert eager["decode_growth_paired/1000"] == pytest.approx(1.5)
+    assert "decode_growth/128" not in eager
+    row = "decode ms/token after 1000 ÷ after 128 tokens, 16 new tokens each"
+    assert _table_row(render_table(report), row) == ["lower", "1.50×"]
+
+
 def test_memory_ratios_are_over_each_systems_own_weights() -> None:
     """An int4 column divided by its own weights, and the table says so: a row shows those weights."""
     settings = BenchSettings(prompt_lengths=(4,), repeats=2, settle_s=0)

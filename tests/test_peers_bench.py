@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gpt2_onnx.app.bench.tasks import RawResults, bench_tasks
-from gpt2_onnx_core.bench_settings import SystemSpec
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -214,7 +214,7 @@ def test_decode_context_figures_are_paired_per_round() -> None:
     from benchmarks.peers_report import figures
 
     raws = [_raw("pytorch-eager", "eager", 0.010, (512, 1000)), _raw("peer", "onnx", 0.005, (512, 1000))]
-    found = figures(raws, "pytorch-eager", (512, 1000))
+    found = figures(raws, "pytorch-eager", BenchSettings(decode_contexts=(512, 1000)))
     eager, peer = found["pytorch-eager"], found["peer"]
     assert eager["rounds"]["decode_ms_per_token"] == pytest.approx([20.0, 40.0])
     assert eager["rounds"]["decode_ms_per_token/1000"] == pytest.approx([60.0, 200.0])  # 3×, then 5×
@@ -239,7 +239,7 @@ def test_context_table_only_when_the_run_has_contexts() -> None:
     report["settings"]["decode_contexts"] = []
     assert context_rows(report) == []
     raws = [_raw("pytorch-eager", "eager", 0.010, (512, 1000)), _raw("peer", "onnx", 0.005, (512, 1000))]
-    report["peers"] = figures(raws, "pytorch-eager", (512, 1000))
+    report["peers"] = figures(raws, "pytorch-eager", BenchSettings(decode_contexts=(512, 1000)))
     report["settings"].update(decode_contexts=[512, 1000], context_new_tokens=16)
     assert rows(report) == rows(_report())  # the first table unchanged
     lines = context_rows(report)
@@ -259,7 +259,7 @@ def test_tables_pair_the_systems_per_round() -> None:
 
     report = _report()
     raws = [_raw("pytorch-eager", "eager", 0.010, (1000,)), _raw("peer", "onnx", 0.005, (1000,))]
-    report["peers"] = figures(raws, "pytorch-eager", (1000,))
+    report["peers"] = figures(raws, "pytorch-eager", BenchSettings(decode_contexts=(1000,)))
     report["settings"].update(decode_contexts=[1000], context_new_tokens=16)
     report["peers"]["peer"]["rounds"]["decode_growth/1000"] = [2.4, 6.0]  # eager's: 3.0, 5.0
     lines = context_rows(report, ("pytorch-eager",))
@@ -352,3 +352,33 @@ def test_run_clients_answers_in_request_order_and_reports_a_failure_after_the_ro
 
     with pytest.raises(RuntimeError, match="1 of 20 requests failed; first: refused"):
         run_clients("http://127.0.0.1:9", 20, 3, fails_once)
+
+
+def test_growth_is_over_the_run_of_as_many_steps_where_the_decode_prompt_is_a_context_too() -> None:
+    """With the decode prompt's length among the contexts, each growth is over the run of as many steps after that
+    prompt, not over the longer decode run: the first steps after a prompt weigh alike in both."""
+    from benchmarks.peers_report import figures
+    from benchmarks.peers_table import context_rows
+
+    settings = BenchSettings(decode_contexts=(1000, 128))
+    assert settings.growth_over_context_run and settings.growth_contexts == (1000,)
+    assert not BenchSettings(decode_contexts=(1000,)).growth_over_context_run
+    raws = [_raw("pytorch-eager", "eager", 0.010, (128, 1000)), _raw("peer", "onnx", 0.005, (128, 1000))]
+    for raw in raws:  # after 128 in 16 steps: 2× the decode run's ms/token in round 1, 2.5× in round 2
+        for answer, slower in zip(raw.tasks["decode/128"], (2.0 / 3.0, 2.5 / 5.0), strict=True):
+            answer["step_s"] = [slower * s for s in answer["step_s"]]
+            answer["total_s"] = answer["first_token_s"] + sum(answer["step_s"])
+    found = figures(raws, "pytorch-eager", settings)["pytorch-eager"]
+    assert found["rounds"]["decode_ms_per_token/128"] == pytest.approx([40.0, 100.0])
+    assert found["rounds"]["decode_growth/1000"] == pytest.approx([1.5, 2.0])  # 60 / 40, 200 / 100
+    assert "decode_growth/128" not in found["rounds"]
+    report = _report()
+    report["peers"] = figures(raws, "pytorch-eager", settings)
+    report["settings"].update(decode_contexts=[128, 1000], context_new_tokens=16)
+    lines = context_rows(report)
+    assert lines[0] == (
+        "| system | decode ms/token after 128 tokens, 64 new (× eager) | after 128 tokens, 16 new (× eager) | "
+        "after 1,000 tokens, 16 new (× eager) | after 1,000 ÷ after 128, 16 new tokens each, per round |"
+    )
+    assert lines[2].endswith("| 1.75× (1.50–2.00) |")
+    assert "over after 128 in the run of 16 new tokens, as many steps as after 1,000" in lines[-1]

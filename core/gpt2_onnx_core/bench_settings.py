@@ -43,7 +43,8 @@ class BenchSettings:
     # spinning (ONNX Runtime's pools, OpenMP, TBB) have gone idle: each system measured as if alone.
     settle_s: float = 0.25
     # Extra decode runs, one after a prompt of each of these lengths (task "decode/C"): decode ms/token as the
-    # context grows, beside the decode run after ``decode_prompt_length``. Stored sorted, each length once.
+    # context grows, beside the decode run after ``decode_prompt_length``. Stored sorted, each length once. With
+    # ``decode_prompt_length`` among them, growth is over that run of as many steps (growth_over_context_run).
     decode_contexts: tuple[int, ...] = ()
     # Tokens generated in each of those runs (few: 64 after 1,000 would pass GPT-2's 1,024 positions).
     context_new_tokens: int = 16
@@ -87,6 +88,19 @@ class BenchSettings:
                 f"got {self.context_new_tokens}",
                 "context_new_tokens",
             )
+
+    @property
+    def growth_over_context_run(self) -> bool:
+        """Whether decode's growth with the context is taken over the decode run of ``context_new_tokens`` after
+        ``decode_prompt_length`` tokens (that length is one of ``decode_contexts``) rather than over the decode
+        run of ``new_tokens``. Both runs of the ratio then have as many steps, so that the first steps after a
+        prompt, slower than the rest while a system's caches and threads settle, weigh alike in both."""
+        return self.decode_prompt_length in self.decode_contexts
+
+    @property
+    def growth_contexts(self) -> tuple[int, ...]:
+        """The ``decode_contexts`` whose decode runs get a growth: every one but ``decode_prompt_length``."""
+        return tuple(length for length in self.decode_contexts if length != self.decode_prompt_length)
 
     def longest_sequence(self) -> int:
         """The most positions any task needs (it must fit the model's n_positions)."""

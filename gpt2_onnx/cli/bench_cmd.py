@@ -62,7 +62,8 @@ def _lengths(text: str, name: str) -> tuple[int, ...]:
     default="",
     metavar="LENGTHS",
     help="Also time decode ms/token after prompts of these lengths (comma-separated, e.g. 512,1000): one more run "
-    "per length, and a row per length with its ratio to the decode after --decode-prompt-length.",
+    "per length, and a row per length with its ratio to the decode after --decode-prompt-length (to that length's "
+    "own run of as many steps where it is listed too, e.g. 128,1000).",
 )
 @click.option(
     "--context-new-tokens",

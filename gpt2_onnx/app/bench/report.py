@@ -10,7 +10,8 @@ ratios are × each system's own weight bytes (a quantized export's own weights),
 With ``BenchSettings.decode_contexts``, each extra decode run is a figure like the decode run's
 (``decode_ms_per_token/C``: the median of its steps, then over rounds), with ratios like every figure, and each
 system's growth ``decode_growth/C``: its ms/token after C tokens over its own after ``decode_prompt_length`` (the
-ratio of the two medians, as the table shows it; ``decode_growth_paired/C``: round by round, then the median).
+ratio of the two medians, as the table shows it; ``decode_growth_paired/C``: round by round, then the median); over
+the run of as many steps after ``decode_prompt_length`` where that length is one of the contexts too.
 """
 
 from __future__ import annotations
@@ -134,13 +135,18 @@ def _step_p90_ms(answers: Sequence[dict[str, Any]]) -> float:
     return float(np.percentile(steps, 90))
 
 
-def _decode_growth(raw: RawResults, figures: dict[str, Any], contexts: Sequence[int]) -> dict[str, float]:
-    """Per extra context: the system's ms/token there over its own after the decode prompt, as the ratio of the
-    two medians and as the median of the per-round ratios."""
+def _decode_growth(raw: RawResults, figures: dict[str, Any], settings: BenchSettings) -> dict[str, float]:
+    """Per growth context: the system's ms/token there over its own after the decode prompt (the decode run, or
+    the run of as many steps after that prompt: ``BenchSettings.growth_over_context_run``), as the ratio of the two
+    medians and as the median of the per-round ratios."""
+    base_key, base_task = "decode_ms_per_token", "decode"
+    if settings.growth_over_context_run:
+        length = settings.decode_prompt_length
+        base_key, base_task = decode_context_key(length), decode_context_task(length)
     found: dict[str, float] = {}
-    for n in contexts:
-        found[decode_growth_key(n)] = figures[decode_context_key(n)] / figures["decode_ms_per_token"]
-        rounds = zip(raw.tasks[decode_context_task(n)], raw.tasks["decode"], strict=True)
+    for n in settings.growth_contexts:
+        found[decode_growth_key(n)] = figures[decode_context_key(n)] / figures[base_key]
+        rounds = zip(raw.tasks[decode_context_task(n)], raw.tasks[base_task], strict=True)
         per_round = [_step_median_ms(longer) / _step_median_ms(base) for longer, base in rounds]
         found[decode_growth_key(n, paired=True)] = float(np.median(per_round))
     return found
@@ -158,7 +164,7 @@ def _system_figures(raw: RawResults, timed: Sequence[Metric], settings: BenchSet
     figures["decode_ms_per_token_p90"] = _step_p90_ms(raw.tasks["decode"])
     for n in settings.decode_contexts:
         figures[f"decode_ms_per_token_p90/{n}"] = _step_p90_ms(raw.tasks[decode_context_task(n)])
-    figures.update(_decode_growth(raw, figures, settings.decode_contexts))
+    figures.update(_decode_growth(raw, figures, settings))
     return figures
 
 

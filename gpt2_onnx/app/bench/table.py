@@ -43,7 +43,10 @@ def _ratio_cells(report: BenchReport, key: str | None, fmt: str) -> list[str]:
 def _growth_row(report: BenchReport, length: int) -> list[str]:
     """Each system's decode ms/token after ``length`` tokens over its own after the decode prompt (the ratio of
     the two medians printed above); no ratio to the baseline."""
-    label = f"decode ms/token after {length} ÷ after {report.settings.decode_prompt_length} tokens"
+    settings = report.settings
+    label = f"decode ms/token after {length} ÷ after {settings.decode_prompt_length} tokens"
+    if settings.growth_over_context_run:
+        label += f", {settings.context_new_tokens} new tokens each"
     growth = [
         cell if cell == "—" else f"{cell}×" for cell in _cells(report, ("figures", decode_growth_key(length)), ".2f")
     ]
@@ -52,7 +55,7 @@ def _growth_row(report: BenchReport, length: int) -> list[str]:
 
 def _rows(report: BenchReport) -> list[list[str]]:
     rows: list[list[str]] = []
-    contexts = {decode_context_key(n): n for n in report.settings.decode_contexts}
+    contexts = {decode_context_key(n): n for n in report.settings.growth_contexts}
     for metric in metrics(report.settings):
         better = HIGHER if metric.higher_is_better else LOWER
         rows.append(
