@@ -175,6 +175,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--suffix", default="", help="appended to the results' kind, e.g. --suffix=-xeon")
     args = parser.parse_args()
     before = machine_info("cpu")
     found = measure(args.rounds, args.threads)
@@ -193,7 +194,7 @@ def main() -> None:
         f"{_cache_mb(4):.1f} MB in float32, {_cache_mb(1):.1f} MB in int8, {_cache_mb(0.5):.1f} MB in int4 (scales "
         "aside). " + machine_sentence(before, after),
     ]
-    print(save_result(REPO / "benchmarks" / "results", "-gqa-cache", "\n".join(text) + "\n", raw))
+    print(save_result(REPO / "benchmarks" / "results", "-gqa-cache" + args.suffix, "\n".join(text) + "\n", raw))
     print("\n".join(text))
 
 

@@ -2,6 +2,7 @@
 what each int8/int4 kernel and setting costs a 128-token prompt (M = 128) and a decode step (M = 1).
 
     python benchmarks/matmul_kernels.py --rounds 9          # writes benchmarks/results/<stamp>-kernels.{json,md}
+    python benchmarks/matmul_kernels.py --suffix=-xeon      # ... <stamp>-kernels-xeon.{json,md}: another CPU's run
 
 Each variant is one graph holding the 12 layers' four projections (x·W_qkv 768→2304, x·W_o 768→768, x·W_fc
 768→3072, h·W_proj 3072→768) on random weights (σ 0.02), so the weights are as many bytes as the model's. The
@@ -164,6 +165,7 @@ def main() -> None:
     parser.add_argument("--rows", default="128,1", help="M values: prompt tokens (128) and a decode step (1)")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--suffix", default="", help="appended to the results' kind, e.g. --suffix=-xeon")
     args = parser.parse_args()
     variants = args.variants.split(",")
     before = machine_info("cpu")
@@ -180,7 +182,7 @@ def main() -> None:
         f"{args.threads} intra-op threads, spinning off, {args.rounds} interleaved rounds (order rotated), medians; "
         "× is each round's time ÷ the first kernel's in the same round. " + machine_sentence(before, after),
     ]
-    print(save_result(REPO / "benchmarks" / "results", "-kernels", "\n".join(text) + "\n", raw))
+    print(save_result(REPO / "benchmarks" / "results", "-kernels" + args.suffix, "\n".join(text) + "\n", raw))
     print("\n".join(text))
 
 

@@ -79,12 +79,26 @@ KINDS = (
         "interleaved in one process, at 128 rows (a prompt) and 1 row (a decode step).",
     ),
     Kind(
+        "-kernels-xeon",
+        "The prompt's matrix products by kernel, on an Intel Xeon",
+        "`python benchmarks/matmul_kernels.py --suffix=-xeon`: the run above on the Intel Xeon (AMX, AVX-512 FP16). "
+        "Every MatMulNBits choice takes longer over a 128-token prompt's projections alone than OpenVINO's int4 "
+        "prefill whole (31.6 ms in results/20261204T220534Z-peers-xeon), and the one kernel that does not "
+        "(DynamicQuantizeMatMul's QGEMM) needs int8 weights.",
+    ),
+    Kind(
         "-gqa-cache",
         "The decode step's attention by KV cache format",
         "`python benchmarks/gqa_cache_formats.py`: GPT-2-small's 12 decode-step GroupQueryAttention nodes alone "
         "over a float32, int8 and int4 cache (the int4 one ONNX Runtime's `kv_cache_bit_width` 4, no runtime "
         "option), after 128 and after 1,000 positions, interleaved in one process: whether a cache smaller than "
         "int8 would make decode grow less with the context.",
+    ),
+    Kind(
+        "-gqa-cache-xeon",
+        "The decode step's attention by KV cache format, on an Intel Xeon",
+        "`python benchmarks/gqa_cache_formats.py --suffix=-xeon`: the run above on the Intel Xeon (AMX, AVX-512 "
+        "FP16): what the int8 cache's attention adds to a decode step between 128 and 1,000 positions.",
     ),
     Kind(
         "-beam",
