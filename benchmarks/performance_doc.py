@@ -37,8 +37,9 @@ KINDS = (
     Kind(
         "-peers-xeon",
         "Beside the other CPU runtimes, on an Intel Xeon",
-        '`REPEATS=5 DECODE_CONTEXTS=1000 PEERS="openvino llama-cpp" SUFFIX=peers-xeon '
-        "benchmarks/peers_side_by_side.sh`: the run above (decode after 1,000 tokens too) on the other CPU this "
+        '`REPEATS=5 DECODE_CONTEXTS=128,1000 PEERS="openvino llama-cpp" SUFFIX=peers-xeon '
+        "benchmarks/peers_side_by_side.sh`: the run above (decode after 1,000 tokens too, its growth over a run of "
+        "as many steps after 128) on the other CPU this "
         "project meets (Intel Xeon with AMX and AVX-512 FP16; llama.cpp built without its AMX kernels, as "
         '`benchmarks/peers_install.sh` says); the table by `benchmarks/peers_table.py JSON --pair-with "OpenVINO '
         'fp32, f32 compute forced" --pair-with "llama.cpp q8_0" --pair-with "llama.cpp q4_0" --pair-with "OpenVINO '
