@@ -102,6 +102,15 @@ KINDS = (
         "FP16): what the int8 cache's attention adds to a decode step between 128 and 1,000 positions.",
     ),
     Kind(
+        "-cache-steps",
+        "A whole decode step by KV cache format",
+        "`python benchmarks/cache_format_steps.py EXPORT`: the runtime's own generation graph over a float32, int8 "
+        "and int4 cache (the int4 one the int8 graph with ONNX Runtime's `kv_cache_bit_width` 4, no runtime "
+        "option), one decode step after 128 and after 1,000 positions, interleaved in one process: whether a cache "
+        "smaller than int8 makes a whole step grow less with the context, where the attention alone above keeps its "
+        "cache in the CPU's caches.",
+    ),
+    Kind(
         "-beam",
         "Beam search",
         "`benchmarks/beam_search.sh`: 4 beams, gpt2-onnx's runtime against transformers' `generate` in one run.",
