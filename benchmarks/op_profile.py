@@ -125,7 +125,8 @@ def _per_op(
         for event in file_events:
             if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
                 continue
-            phase = phases[bisect.bisect_right(starts, event["ts"]) - 1]
+            index = bisect.bisect_right(starts, event["ts"]) - 1
+            phase = phases[index] if index >= 0 else "load"  # before the first run: none of the generations'
             if phase != "load":
                 totals[phase][event["args"]["op_name"]] += event["dur"] / 1000.0
     return {phase: {op: ms / counts[phase] for op, ms in totals[phase].most_common()} for phase in totals}
