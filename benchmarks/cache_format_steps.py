@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
-from matmul_kernels import machine_sentence  # noqa: E402  # benchmarks/, beside this script
+from gqa_cache_formats import best_run, interleaved  # noqa: E402  # benchmarks/, beside this script
+from matmul_kernels import machine_sentence  # noqa: E402
 from peers_report import save_result  # noqa: E402
 
 from gpt2_onnx.app.bench.environment import machine_info  # noqa: E402  # after the path
@@ -73,14 +73,7 @@ class Step:
         self.binding.bind_cpu_input("input_ids", np.array([[5]], np.int64))
         self.binding.bind_cpu_input("attention_mask", np.ones((1, context + 1), np.int64))
         self.binding.bind_cpu_input("position_ids", np.array([[context]], np.int64))
-        for _ in range(_WARM):
-            self.session.run_with_iobinding(self.binding)
-        best = float("inf")
-        for _ in range(_REPEATS):
-            start = time.perf_counter()
-            self.session.run_with_iobinding(self.binding)
-            best = min(best, time.perf_counter() - start)
-        return best
+        return best_run(lambda: self.session.run_with_iobinding(self.binding), _REPEATS, _WARM)
 
 
 def int4_cache_graph(serialized: bytes, head_dim: int) -> bytes:
@@ -147,13 +140,7 @@ def measure(
     steps: dict[str, Step], rounds: int, contexts: tuple[int, int] = CONTEXTS
 ) -> dict[str, dict[int, list[float]]]:
     """Seconds per step, by format and context, ``rounds`` of each, interleaved."""
-    found: dict[str, dict[int, list[float]]] = {cache: {context: [] for context in contexts} for cache in FORMATS}
-    pairs = [(cache, context) for cache in FORMATS for context in contexts]
-    for index in range(rounds):
-        shift = index % len(pairs)
-        for cache, context in pairs[shift:] + pairs[:shift]:
-            found[cache][context].append(steps[cache].seconds(context))
-    return found
+    return interleaved({cache: steps[cache] for cache in FORMATS}, rounds, contexts)
 
 
 def table(found: dict[str, dict[int, list[float]]]) -> list[str]:

@@ -25,6 +25,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,27 +127,39 @@ class Step:
         """The best of a few steps that attend over ``context`` positions (the new one the last)."""
         self.binding.bind_cpu_input("seqlens_k", np.array([context - 1], np.int32))
         self.binding.bind_cpu_input("total", np.array(context, np.int32))
-        for _ in range(_WARM):
-            self.session.run_with_iobinding(self.binding)
-        best = float("inf")
-        for _ in range(_REPEATS):
-            start = time.perf_counter()
-            self.session.run_with_iobinding(self.binding)
-            best = min(best, time.perf_counter() - start)
-        return best
+        return best_run(lambda: self.session.run_with_iobinding(self.binding), _REPEATS, _WARM)
 
 
-def measure(rounds: int, threads: int) -> dict[str, dict[int, list[float]]]:
-    """Seconds per step, by format and context, ``rounds`` of each, interleaved."""
-    rng = np.random.default_rng(0)
-    steps = {cache: Step(cache, threads, rng) for cache in FORMATS}
-    found: dict[str, dict[int, list[float]]] = {cache: {context: [] for context in CONTEXTS} for cache in FORMATS}
-    pairs = [(cache, context) for cache in FORMATS for context in CONTEXTS]
+def best_run(run: Callable[[], object], repeats: int, warm: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``run``, in seconds, after ``warm`` untimed ones."""
+    for _ in range(warm):
+        run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def interleaved(
+    steps: Mapping[str, Any], rounds: int, contexts: Sequence[int] = CONTEXTS
+) -> dict[str, dict[int, list[float]]]:
+    """Seconds per step of each of ``steps`` (by format; each has ``seconds(context)``) at each context, ``rounds``
+    of each, the (format, context) pairs in turn, the order rotated each round."""
+    found: dict[str, dict[int, list[float]]] = {cache: {context: [] for context in contexts} for cache in steps}
+    pairs = [(cache, context) for cache in steps for context in contexts]
     for index in range(rounds):
         shift = index % len(pairs)
         for cache, context in pairs[shift:] + pairs[:shift]:
             found[cache][context].append(steps[cache].seconds(context))
     return found
+
+
+def measure(rounds: int, threads: int) -> dict[str, dict[int, list[float]]]:
+    """Seconds per step, by format and context, ``rounds`` of each, interleaved."""
+    rng = np.random.default_rng(0)
+    return interleaved({cache: Step(cache, threads, rng) for cache in FORMATS}, rounds)
 
 
 def table(found: dict[str, dict[int, list[float]]]) -> list[str]:
