@@ -169,6 +169,14 @@ KINDS = (
         "export over the runtime's int8 KV cache (`--kv-cache int8`), scored step by step as it generates.",
     ),
     Kind(
+        "-verify-modes",
+        "verify over every precision and runtime mode",
+        "`python scripts/verify_modes.py`: `gpt2-onnx verify --perplexity` on the trained checkpoint's exports at "
+        "each precision and export option, in each runtime mode offered (the int8 KV cache, the prompt kernel, "
+        "both), every comparison and the perplexity judged by the precision's limits; a mode an export does not "
+        "offer must be refused in one line.",
+    ),
+    Kind(
         "-ttft-overhead",
         "Time to first token against the graph's prefill",
         "`python benchmarks/ttft_overhead.py FOLDER`: a generation's KV buffers fresh per request (every page faults "
