@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from gpt2_onnx.app.bench.report import Metric, decode_context_key, decode_growth_key, paired_per_round
-from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task
+from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task, growth_base_task
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
 __all__ = [
@@ -190,10 +190,7 @@ def round_metrics(decode_contexts: Sequence[int] = ()) -> list[Metric]:
 def _growth_rounds(raw: RawResults, length: int, settings: BenchSettings) -> list[float]:
     """Per round: the system's decode ms/token after ``length`` tokens over its own after the decode prompt (the
     decode run, or the run of as many steps after that prompt: ``BenchSettings.growth_over_context_run``)."""
-    base_task = "decode"
-    if settings.growth_over_context_run:
-        base_task = decode_context_task(settings.decode_prompt_length)
-    rounds = zip(raw.tasks[decode_context_task(length)], raw.tasks[base_task], strict=True)
+    rounds = zip(raw.tasks[decode_context_task(length)], raw.tasks[growth_base_task(settings)], strict=True)
     return [_decode_ms(longer) / _decode_ms(base) for longer, base in rounds]
 
 

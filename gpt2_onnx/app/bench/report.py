@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task
+from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task, growth_base_task
 from gpt2_onnx_core.bench_settings import BenchSettings
 from gpt2_onnx_core.wording import plural
 
@@ -139,10 +139,8 @@ def _decode_growth(raw: RawResults, figures: dict[str, Any], settings: BenchSett
     """Per growth context: the system's ms/token there over its own after the decode prompt (the decode run, or
     the run of as many steps after that prompt: ``BenchSettings.growth_over_context_run``), as the ratio of the two
     medians and as the median of the per-round ratios."""
-    base_key, base_task = "decode_ms_per_token", "decode"
-    if settings.growth_over_context_run:
-        length = settings.decode_prompt_length
-        base_key, base_task = decode_context_key(length), decode_context_task(length)
+    base_task = growth_base_task(settings)
+    base_key = decode_context_key(settings.decode_prompt_length) if base_task != "decode" else "decode_ms_per_token"
     found: dict[str, float] = {}
     for n in settings.growth_contexts:
         found[decode_growth_key(n)] = figures[decode_context_key(n)] / figures[base_key]

@@ -14,7 +14,7 @@ from typing import Any
 from gpt2_onnx_core.bench_protocol import prompt_ids
 from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
 
-__all__ = ["RawResults", "Task", "bench_tasks", "decode_context_task"]
+__all__ = ["RawResults", "Task", "bench_tasks", "decode_context_task", "growth_base_task"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,12 @@ class Task:
 def decode_context_task(length: int) -> str:
     """The name of the decode run after a prompt of ``length`` tokens (``BenchSettings.decode_contexts``)."""
     return f"decode/{length}"
+
+
+def growth_base_task(settings: BenchSettings) -> str:
+    """The decode run each growth with the context divides by: the run of as many steps after the decode prompt
+    where that length is one of the contexts (``BenchSettings.growth_over_context_run``), else the decode run."""
+    return decode_context_task(settings.decode_prompt_length) if settings.growth_over_context_run else "decode"
 
 
 def bench_tasks(settings: BenchSettings, vocab_size: int) -> list[Task]:
