@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -69,6 +70,11 @@ def modes(export: str) -> list[list[str]]:
     return found
 
 
+def _slug(text: str) -> str:
+    """``text`` as a file name: "int8, --matmul-kernel dynamic" → "int8-matmul-kernel-dynamic"."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
 
@@ -77,13 +83,13 @@ def verify_all(model: str, text: Path, out: Path, threads: int) -> list[Outcome]
     """Export ``model`` per configuration into ``out`` (reusing a finished export) and verify it in every mode."""
     outcomes = []
     for export, flags in EXPORTS.items():
-        folder = out / export.replace(", ", "-").replace(" ", "-").replace("--", "")
+        folder = out / _slug(export)
         if not (folder / "manifest.json").is_file():
             made = run([*CLI, "export", "--model", model, "--opset", "17", *flags, "-o", str(folder)])
             if made.returncode != 0:
                 raise SystemExit(f"export {export} failed: {(made.stderr or made.stdout).strip().splitlines()[-1]}")
         for options in modes(export):
-            report = out / f"{folder.name}{''.join(options).replace('--', '-')}.json"
+            report = out / f"{_slug(' '.join([export, *options]))}.json"
             report.unlink(missing_ok=True)
             command = [*CLI, "verify", str(folder), *options, "--perplexity", str(text), "--threads", str(threads)]
             done = run([*command, "--report", str(report)])
