@@ -81,6 +81,7 @@ def run(command: list[str]) -> subprocess.CompletedProcess[str]:
 
 def verify_all(model: str, text: Path, out: Path, threads: int) -> list[Outcome]:
     """Export ``model`` per configuration into ``out`` (reusing a finished export) and verify it in every mode."""
+    out.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for export, flags in EXPORTS.items():
         folder = out / _slug(export)
@@ -127,7 +128,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "verify-modes")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     outcomes = verify_all(args.model, args.text, args.out, args.threads)
     first = next(o.report for o in outcomes if o.report is not None)
     source = first["perplexity"]["source"]
