@@ -33,7 +33,7 @@ import numpy as np
 
 from gpt2_onnx.app.bench.report import Metric, decode_context_key, decode_growth_key, paired_per_round
 from gpt2_onnx.app.bench.tasks import RawResults, decode_context_task, growth_base_task
-from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec
+from gpt2_onnx_core.bench_settings import BenchSettings, SystemSpec, with_growth_base
 
 __all__ = [
     "CPU_FLAGS",
@@ -77,7 +77,8 @@ def peers_settings(
     """The bench's settings for the side-by-side: one 128-token prompt at batch 1 everywhere; the "batch" task is
     a second decode-prompt generation (batch 1, 128 tokens) and so the prefill that follows a decode. With
     ``decode_contexts``, a decode run after a prompt of each of those lengths too (after the other tasks), of
-    ``context_new_tokens`` tokens each."""
+    ``context_new_tokens`` tokens each, and one after the 128-token decode prompt of as many tokens, which their
+    growth divides by."""
     return BenchSettings(
         threads=threads,
         prompt_lengths=(128,),
@@ -87,7 +88,7 @@ def peers_settings(
         batch_prompt_length=128,
         repeats=repeats,
         warmup=warmup,
-        decode_contexts=tuple(decode_contexts),
+        decode_contexts=with_growth_base(decode_contexts, 128),
         context_new_tokens=context_new_tokens,
     )
 

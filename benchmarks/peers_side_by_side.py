@@ -13,7 +13,8 @@ interleaved ``bench`` run: each system in a worker process of its own and in its
 any SystemSpec field as a runtime option. ``--peer LABEL FACTORY PYTHON PATH``: a peer system, ``FACTORY`` called in
 the worker of ``PYTHON``. ``--decode-contexts 512,1000``: in the same rounds, a decode run after a prompt of each
 of those lengths too (``BenchSettings.decode_contexts``, ``--context-new-tokens`` new tokens each, 16 by default),
-for decode ms/token as the context grows (benchmarks/peers_table.py prints them as a second table; 1,000 + 24 fills
+and one as long after 128 tokens that their growth divides by, for decode ms/token as the context grows
+(benchmarks/peers_table.py prints them as a second table; 1,000 + 24 fills
 GPT-2's 1,024 positions). Before measuring, each system's greedy tokens on the decode prompt (a process each, built
 as its worker builds it) are compared with PyTorch eager's ("identical" or "splits at step k"). The figures are in
 benchmarks/peers_report.py; the JSON holds them, ``gpt2-onnx bench``'s own report of the same rounds, the tokens,

@@ -12,8 +12,8 @@
 #     --ours "gpt2-onnx fp32 (default: one merged session)" benchmarks/out/peers/gpt2-onnx-fp32
 #   OURS_DEFAULTS=0 benchmarks/peers_side_by_side.sh \
 #     --ours "gpt2-onnx fp32, split sessions" benchmarks/out/peers/gpt2-onnx-fp32 layout=split
-#   DECODE_CONTEXTS=512,1000 benchmarks/peers_side_by_side.sh  # + decode ms/token after 512 and 1,000 tokens (issue 25)
-#   DECODE_CONTEXTS=128,1000 ...    # growth after 1,000 over a run of as many steps after 128 (not the 64-step decode)
+#   DECODE_CONTEXTS=512,1000 benchmarks/peers_side_by_side.sh  # + decode ms/token after 512 and 1,000 tokens (issue 25),
+#                                   # and after 128 in runs as long, which each growth divides by
 #
 # Arguments go to benchmarks/peers_side_by_side.py: more gpt2-onnx systems as --ours LABEL FOLDER [FIELD=VALUE ...]
 # (any SystemSpec field: the runtime options of the bench's ONNX path), more peers as --peer.

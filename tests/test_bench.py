@@ -69,9 +69,13 @@ def test_bench_decode_contexts_option(tiny_export: Path) -> None:
     result = invoke("bench", str(tiny_export), *SMALL, "--no-eager", *options, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["settings"]["decode_contexts"] == [6, 12] and report["settings"]["context_new_tokens"] == 2
+    settings = report["settings"]
+    # the decode prompt's length joins them: each growth divides by a run of as many steps after it
+    assert settings["decode_contexts"] == sorted([6, 12, settings["decode_prompt_length"]])
+    assert settings["context_new_tokens"] == 2
     figures = report["systems"][tiny_export.name]["figures"]
-    assert {"decode_ms_per_token/6", "decode_ms_per_token/12", "decode_growth/12"} <= set(figures)
+    assert {"decode_ms_per_token/6", "decode_ms_per_token/12", "decode_growth/6", "decode_growth/12"} <= set(figures)
+    assert f"decode_growth/{settings['decode_prompt_length']}" not in figures
 
 
 def test_bench_reports_a_failing_baseline(tiny_export: Path, tmp_path: Path) -> None:
@@ -117,6 +121,18 @@ def test_settings_validation() -> None:
     with pytest.raises(InvalidInputError):
         BenchSettings(prompt_lengths=())
     assert BenchSettings.from_json(BenchSettings().to_json()) == BenchSettings()
+
+
+def test_new_runs_add_the_growth_base() -> None:
+    """A new run with decode contexts also decodes after the decode prompt, in a run as long; none asked: none
+    added; a length below 1 left for BenchSettings to refuse by the user's own list."""
+    from gpt2_onnx_core.bench_settings import with_growth_base
+
+    assert with_growth_base((1000, 512), 128) == (1000, 512, 128)
+    assert with_growth_base((128, 1000), 128) == (128, 1000, 128)
+    assert BenchSettings(decode_contexts=with_growth_base((1000,), 128)).growth_over_context_run
+    assert with_growth_base((), 128) == ()
+    assert with_growth_base((0, 8), 128) == (0, 8)
 
 
 def test_decode_contexts_settings() -> None:

@@ -170,10 +170,11 @@ def test_decode_contexts_come_after_the_usual_tasks() -> None:
     names = [task.name for task in bench_tasks(settings, vocab_size=50257)]
     assert names == [
         *(t.name for t in bench_tasks(peers_settings(2, 3), vocab_size=50257)),
+        "decode/128",  # the run of as many steps that each growth divides by
         "decode/512",
         "decode/1000",
     ]
-    assert settings.longest_sequence() == 1016
+    assert settings.longest_sequence() == 1016 and settings.growth_contexts == (512, 1000)
     assert parse_lengths(" 512, 1000 ") == (512, 1000) and parse_lengths("") == ()
     with pytest.raises(ValueError, match="comma-separated token counts"):
         parse_lengths("512,many")

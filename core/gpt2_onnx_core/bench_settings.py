@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from gpt2_onnx_core.layouts import (
 )
 from gpt2_onnx_core.providers import ProviderName
 
-__all__ = ["BenchSettings", "SystemSpec"]
+__all__ = ["BenchSettings", "SystemSpec", "with_growth_base"]
 
 SystemKind = Literal["onnx", "eager"]
 
@@ -124,6 +125,18 @@ class BenchSettings:
         if "decode_contexts" in data:
             lists["decode_contexts"] = tuple(data["decode_contexts"])
         return cls(**{**data, **lists})
+
+
+def with_growth_base(decode_contexts: Sequence[int], decode_prompt_length: int) -> tuple[int, ...]:
+    """The decode contexts a new run measures: ``decode_contexts`` and, where any are asked for,
+    ``decode_prompt_length`` as well, so that each context's growth divides by a run of as many steps after the
+    decode prompt (``BenchSettings.growth_over_context_run``), never by the longer decode run. Lengths below 1 are
+    left as given, for :class:`BenchSettings` to refuse by the user's own list. Settings read back from older JSON
+    keep the contexts they list."""
+    contexts = tuple(decode_contexts)
+    if not contexts or min(contexts) < 1:
+        return contexts
+    return (*contexts, decode_prompt_length)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gpt2_onnx.cli.options import (
     threads_option,
     verbose_option,
 )
-from gpt2_onnx_core.bench_settings import BenchSettings
+from gpt2_onnx_core.bench_settings import BenchSettings, with_growth_base
 from gpt2_onnx_core.errors import OptionError
 from gpt2_onnx_core.providers import ProviderName
 from gpt2_onnx_core.wording import plural
@@ -62,8 +62,7 @@ def _lengths(text: str, name: str) -> tuple[int, ...]:
     default="",
     metavar="LENGTHS",
     help="Also time decode ms/token after prompts of these lengths (comma-separated, e.g. 512,1000): one more run "
-    "per length, and a row per length with its ratio to the decode after --decode-prompt-length (to that length's "
-    "own run of as many steps where it is listed too, e.g. 128,1000).",
+    "per length, and one after --decode-prompt-length of as many tokens, which each length's growth row divides by.",
 )
 @click.option(
     "--context-new-tokens",
@@ -221,7 +220,7 @@ def bench(
         threads=threads,
         prompt_lengths=_lengths(prompt_lengths, "prompt_lengths"),
         decode_prompt_length=decode_prompt_length,
-        decode_contexts=contexts,
+        decode_contexts=with_growth_base(contexts, decode_prompt_length),
         context_new_tokens=context_new_tokens,
         new_tokens=new_tokens,
         batch_size=batch_size,
