@@ -167,7 +167,7 @@ def main() -> None:
     parser.add_argument("export", type=Path, help="an int8 or int4 export folder (GPT-2-small for the docs' run)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--suffix", default="", help="appended to the results' kind, e.g. --suffix=-amd")
+    parser.add_argument("--suffix", default="", help="appended to the results' kind, e.g. --suffix=-xeon")
     args = parser.parse_args()
     steps, loaded = load_steps(args.export, args.threads)
     before = machine_info("cpu")

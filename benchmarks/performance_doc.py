@@ -80,6 +80,12 @@ KINDS = (
         "interleaved in one process, at 128 rows (a prompt) and 1 row (a decode step).",
     ),
     Kind(
+        "-kernels-batch16",
+        "A server's decode batch by kernel",
+        "`python benchmarks/matmul_kernels.py --rows 16,1 --suffix=-batch16`: the same 48 projections at 16 rows (a "
+        "server's decode batch of 16 clients) and 1 row: what the int4 block size costs batched decode.",
+    ),
+    Kind(
         "-kernels-xeon",
         "The prompt's matrix products by kernel, on an Intel Xeon",
         "`python benchmarks/matmul_kernels.py --suffix=-xeon`: the run above on the Intel Xeon (AMX, AVX-512 FP16). "
@@ -109,6 +115,12 @@ KINDS = (
         "option), one decode step after 128 and after 1,000 positions, interleaved in one process: whether a cache "
         "smaller than int8 makes a whole step grow less with the context, where the attention alone above keeps its "
         "cache in the CPU's caches.",
+    ),
+    Kind(
+        "-cache-steps-xeon",
+        "A whole decode step by KV cache format, on an Intel Xeon",
+        "`python benchmarks/cache_format_steps.py EXPORT --suffix=-xeon`: the run above on the Intel Xeon (AMX, "
+        "AVX-512 FP16).",
     ),
     Kind(
         "-beam",
