@@ -79,16 +79,17 @@ def peers_settings(
     ``decode_contexts``, a decode run after a prompt of each of those lengths too (after the other tasks), of
     ``context_new_tokens`` tokens each, and one after the 128-token decode prompt of as many tokens, which their
     growth divides by."""
+    prompt = 128
     return BenchSettings(
         threads=threads,
-        prompt_lengths=(128,),
-        decode_prompt_length=128,
+        prompt_lengths=(prompt,),
+        decode_prompt_length=prompt,
         new_tokens=new_tokens,
         batch_size=1,
-        batch_prompt_length=128,
+        batch_prompt_length=prompt,
         repeats=repeats,
         warmup=warmup,
-        decode_contexts=with_growth_base(decode_contexts, 128),
+        decode_contexts=with_growth_base(decode_contexts, prompt),
         context_new_tokens=context_new_tokens,
     )
 
