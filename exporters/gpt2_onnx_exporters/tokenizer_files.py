@@ -64,7 +64,13 @@ def load_packaged_gpt2_tokenizer() -> PreTrainedTokenizerBase:
     backend.post_processor = processors.ByteLevel(trim_offsets=False)
     backend.add_special_tokens([AddedToken(ENDOFTEXT, special=True)])
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=ENDOFTEXT, eos_token=ENDOFTEXT, unk_token=ENDOFTEXT
+        tokenizer_object=backend,
+        bos_token=ENDOFTEXT,
+        eos_token=ENDOFTEXT,
+        unk_token=ENDOFTEXT,
+        # GPT-2's inputs, as its own tokenizer class declares them: transformers 4's default adds token_type_ids,
+        # which GPT2LMHeadModel would then add to every position as the embedding of token 0.
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
