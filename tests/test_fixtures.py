@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenizers import Tokenizer
 
-from gpt2_onnx_core.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE
+from gpt2_onnx_core.names import GENERATION_CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -32,9 +33,27 @@ def _make_fixtures() -> Any:
 EXPORTS: tuple[str, ...] = tuple(_make_fixtures().EXPORTS)  # the fixture folders' names
 
 
-# The configuration files transformers writes: they name the transformers release that wrote them, which a fresh
-# install may update (5.24.0 made the committed ones, 5.25.0 came to PyPI on 2026-12-03): compared without it.
-_TRANSFORMERS_FILES = (MODEL_CONFIG_FILE, GENERATION_CONFIG_FILE)
+# The files a library writes, whose bytes follow the library's release: transformers' configurations (they name the
+# release, 5.24.0 made the committed ones and 5.25.0 came to PyPI on 2026-12-03; transformers 4 writes other keys)
+# and tokenizer.json (built with tokenizers 0.22, two BPE fields are null where 0.23 makes them ""). Compared as the
+# installed libraries read them and write them back, so that the content, not one release's spelling of it, must
+# match.
+_LIBRARY_FILES = (MODEL_CONFIG_FILE, GENERATION_CONFIG_FILE, TOKENIZER_FILE)
+
+
+def _as_the_installed_libraries_read(folder: Path) -> dict[str, Any]:
+    """The library-written files of ``folder``, each read and written back by the installed library."""
+    from transformers import AutoConfig, GenerationConfig
+
+    model = AutoConfig.from_pretrained(folder).to_dict()
+    generation = GenerationConfig.from_pretrained(folder).to_dict()
+    for config in (model, generation):
+        config.pop("transformers_version", None)
+    model.pop("_name_or_path", None)  # the folder it was read from
+    tokenizer = json.loads(Tokenizer.from_file(str(folder / TOKENIZER_FILE)).to_str())
+    for affix in ("continuing_subword_prefix", "end_of_word_suffix"):  # BPE's: null and "" both mean none
+        tokenizer["model"][affix] = tokenizer["model"].get(affix) or ""
+    return {MODEL_CONFIG_FILE: model, GENERATION_CONFIG_FILE: generation, TOKENIZER_FILE: tokenizer}
 
 
 def _consumer_view(folder: Path) -> dict[str, Any]:
@@ -44,15 +63,17 @@ def _consumer_view(folder: Path) -> dict[str, Any]:
         # The graph bytes carry the export's id: compared by _same_graphs instead. golden.json's bytes carry the
         # CPU's last digits of the source model's float64 logits (an AVX2-only EPYC wrote 3 bytes fewer than the
         # AVX-512 one that made the committed file): its values are compared below, within _close's tolerance.
-        if file.endswith(".onnx") or file == "golden.json" or file in _TRANSFORMERS_FILES:
+        if file.endswith(".onnx") or file == "golden.json" or file in _LIBRARY_FILES:
             record.pop("sha256")
             record.pop("size")
     golden = json.loads((folder / "golden.json").read_text())
-    configs = {name: json.loads((folder / name).read_text()) for name in _TRANSFORMERS_FILES}
-    for config in configs.values():
-        config.pop("transformers_version", None)
     files = sorted(p.name for p in folder.iterdir())
-    return {"manifest": manifest, "golden": golden, "configs": configs, "files": files}
+    return {
+        "manifest": manifest,
+        "golden": golden,
+        "libraries": _as_the_installed_libraries_read(folder),
+        "files": files,
+    }
 
 
 # golden.json's fields measured on the machine that made it: the float32 source model's own error against float64
