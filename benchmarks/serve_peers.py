@@ -51,6 +51,7 @@ from benchmarks.serve_process import ServeProcess, free_port  # noqa: E402
 from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 
 READY_TIMEOUT_S = 120.0
+PORT_TRIES = 3
 SLOT_POSITIONS = 256  # llama-server's positions per slot: the longest prompt (~160 tokens) and 32 new ones fit
 
 
@@ -62,25 +63,44 @@ class Server(Protocol):
     def stop(self) -> Any: ...
 
 
+class PortTaken(Exception):
+    """llama-server could not bind its port."""
+
+
 class LlamaServer:
     """``llama-server`` in a process group of its own on a free loopback port; :meth:`stop` ends that group only."""
 
     def __init__(self, binary: Path, gguf: Path, logs: Path, slots: int, threads: int) -> None:
-        self.port = free_port()
+        self._binary, self._gguf, self._slots, self._threads = binary, gguf, slots, threads
+        self._logs = logs
+        self._process: subprocess.Popen[bytes] | None = None
+        self._listen_on(free_port())
+
+    def _listen_on(self, port: int) -> None:
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
+        slots, threads = self._slots, self._threads
         self._command = [
-            str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(self.port),
+            str(self._binary), "-m", str(self._gguf), "--host", "127.0.0.1", "--port", str(self.port),
             "-np", str(slots), "-c", str(slots * SLOT_POSITIONS), "-t", str(threads), "-tb", str(threads),
             "--cache-ram", "0", "--no-webui",
         ]  # fmt: skip
-        self._logs = logs
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def command(self) -> list[str]:
         return self._command
 
     def start(self) -> LlamaServer:
+        """Start it; a port taken since it was chosen (Ray's processes, started beside it, bind ports of their own)
+        is replaced by another, up to ``PORT_TRIES`` times."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start()
+            except PortTaken:
+                self._listen_on(free_port())
+        return self._start()
+
+    def _start(self) -> LlamaServer:
         self._logs.mkdir(parents=True, exist_ok=True)
         with open(self._logs / "llama-server.txt", "wb") as out:
             self._process = subprocess.Popen(
@@ -90,6 +110,8 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 tail = (self._logs / "llama-server.txt").read_text(errors="replace")[-3000:]
+                if "couldn't bind" in tail:
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"llama-server exited with {self._process.returncode}: {tail}")
             try:
                 if httpx2.get(f"{self.url}/health", timeout=5).status_code == 200:
