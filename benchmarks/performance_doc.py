@@ -140,6 +140,24 @@ KINDS = (
         "clients, rounds alternating between the two.",
     ),
     Kind(
+        "-serve-spinning-fp32",
+        "Serving with the replica's threads spinning or sleeping, fp32",
+        '`python benchmarks/serve_options.py EXPORT --variant spinning "--spinning" --variant sleeping '
+        '"--no-spinning" --repeats 3 --rounds 3`: one replica of our fp32 export with its ONNX Runtime threads '
+        "spinning while they wait (ONNX Runtime's default) and sleeping (`serve`'s default since this run), one "
+        "server up at a time, the same requests from 16 clients as the serving runs beside llama.cpp's server.",
+    ),
+    Kind(
+        "-serve-spinning-int4",
+        "Serving with the replica's threads spinning or sleeping, int4",
+        "The run above on our int4 export (blocks of 32).",
+    ),
+    Kind(
+        "-serve-spinning-int4-pk",
+        "Serving with the replica's threads spinning or sleeping, int4 with the prompt kernel",
+        "The run above on our int4 export with `--prompt-kernel dynamic` in both option sets.",
+    ),
+    Kind(
         "-serve-peers-xeon",
         "Serving beside llama.cpp's server, on an Intel Xeon",
         "`SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh`: the run above on the other CPU this project meets "

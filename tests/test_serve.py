@@ -19,6 +19,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,10 @@ def test_the_application_builder_for_serve_config_files(tiny_export: Path) -> No
         assert isinstance(app_builder({"export": str(tiny_export), "single_row_head": value}), Application)
     with pytest.raises(InvalidInputError, match="args 'single_row_head' must be true or false, got 'no'"):
         app_builder({"export": str(tiny_export), "single_row_head": "no"})
+    for value in (True, "false"):
+        assert isinstance(app_builder({"export": str(tiny_export), "spinning": value}), Application)
+    with pytest.raises(InvalidInputError, match="args 'spinning' must be true or false, got 1"):
+        app_builder({"export": str(tiny_export), "spinning": 1})
 
 
 def test_the_api_key_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -340,7 +345,7 @@ def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: 
     seen: list[serving.ServeConfig] = []
     monkeypatch.setattr(serving, "serve_until_stopped", lambda config, announce, detach: seen.append(config))
     flags = ["--address", "auto", "--replicas", "2", "--max-replicas", "3", "--max-batch", "4", "--max-queue", "5"]
-    more = ["--threads", "1", "--timeout", "7", "--port", "8123", "--no-single-row-head"]
+    more = ["--threads", "1", "--timeout", "7", "--port", "8123", "--no-single-row-head", "--spinning"]
     result = invoke("serve", str(tiny_export), *flags, *more)
     assert result.exit_code == 0, result.output
     (config,) = seen
@@ -351,6 +356,29 @@ def test_the_flags_reach_the_deployment_by_name(tiny_export: Path, monkeypatch: 
     assert (replica.api.timeout_s, replica.api.model_name, replica.export) == (7.0, tiny_export.name, str(tiny_export))
     assert not replica.single_row_head and not serving.replica_runtime(replica, 1).single_row_head
     assert serving.replica_runtime(serving.ReplicaConfig(replica.export, replica.api), 1).single_row_head
+    assert replica.spinning and serving.replica_runtime(replica, 1).session_config == {}
+
+
+def test_a_replicas_threads_sleep_unless_told_to_spin(tiny_export: Path) -> None:
+    """The replica's sessions get ONNX Runtime's allow_spinning 0 by default (serving.SLEEPING_THREADS), and
+    nothing of the kind with spinning (neither changes a result: tests/test_one_engine.py compares a replica's
+    answers with ``run``'s, whose threads spin)."""
+    from gpt2_onnx.app import serving
+    from gpt2_onnx.app.openai_api import ApiSettings
+    from gpt2_onnx.cli.serve_cmd import serve
+    from gpt2_onnx_runtimes.ort_sessions import session_options_for
+
+    default = serving.ReplicaConfig(str(tiny_export), ApiSettings(model_name="m"))
+    assert not default.spinning
+    assert next(param.default for param in serve.params if param.name == "spinning") is False  # the CLI's the same
+    sleeping = serving.replica_runtime(default, 1)
+    spinning = serving.replica_runtime(replace(default, spinning=True), 1)
+    key = "session.intra_op.allow_spinning"
+    assert session_options_for(sleeping).get_session_config_entry(key) == "0"
+    with pytest.raises(RuntimeError, match="does not have configuration with key"):  # ONNX Runtime's default: spin
+        session_options_for(spinning).get_session_config_entry(key)
+    assert session_options_for(sleeping, beside_another_session=True).get_session_config_entry(key) == "0"
+    assert replace(sleeping, session_config={}) == spinning
 
 
 def test_check_here_opens_the_folder_as_a_replica_does(copy_export: Callable[[], Path]) -> None:

@@ -82,6 +82,19 @@ class ReplicaConfig:
     # A lone row's tied head over a transposed copy of the table (RuntimeOptions.single_row_head); a replica also
     # runs larger batches, so it holds the copy besides the table (fp32: 154 MB for GPT-2); False: the table alone.
     single_row_head: bool = True
+    # ONNX Runtime's intra-op threads spin while they wait for work (True) or sleep (False, the default): a
+    # replica shares its cores with Serve's proxy, the HTTP handling and its batching loop's own Python, which
+    # spinning threads take them from (:data:`SLEEPING_THREADS`).
+    spinning: bool = False
+
+
+# A replica's session config entry when its threads sleep. GPT-2-small under 16 clients on 2 cores (AMD EPYC, the
+# server beside its own load generator; benchmarks/serve_options.py, 3 server starts each, results/*-serve-spinning-*)
+# answered 1.037x the tokens/s with its threads sleeping (fp32, higher in 3 of 3 starts) and 1.026x (int4, 2 of 3);
+# level with the prompt kernel (0.959x, 1 of 3: within the rounds' spread). ``gpt2-onnx run`` and the Python API keep
+# ONNX Runtime's default (spinning): alone on the cores, a prompt's ~180 operators would each wake the threads
+# (ort_sessions.session_options_for).
+SLEEPING_THREADS = {"session.intra_op.allow_spinning": "0"}
 
 
 @dataclass(frozen=True)
@@ -132,10 +145,12 @@ def replica_runtime(config: ReplicaConfig, threads: int | None) -> RuntimeOption
     """A replica's session options: ``config``'s provider, cache format, prompt kernel and single-row head on
     ``threads`` intra-op threads, every other option at the runtime's default, as ``gpt2-onnx run`` and the Python
     API load an export (so that a request answered alone gets the same log-probabilities from all three, given the
-    same options: tests/test_one_engine.py)."""
+    same options: tests/test_one_engine.py). Only the threads' waiting differs: they sleep unless
+    ``config.spinning`` (:data:`SLEEPING_THREADS`), which changes no result."""
     return RuntimeOptions(
         provider=config.provider,
         intra_op_threads=threads,
+        session_config={} if config.spinning else dict(SLEEPING_THREADS),
         kv_cache=config.kv_cache,
         prompt_kernel=config.prompt_kernel,
         single_row_head=config.single_row_head,
@@ -190,6 +205,7 @@ BUILDER_ARGS = {
     "kv_cache": "float32 or int8 [float32]",
     "prompt_kernel": "export or dynamic [export]",
     "single_row_head": "true or false [true]",
+    "spinning": "true or false [false]",
     "max_queue": f"requests waiting per replica [{MAX_WAITING}]",
     "timeout": f"seconds per request [{REQUEST_TIMEOUT_S:g}]",
     "max_body_bytes": f"[{MAX_BODY_BYTES}]",
@@ -219,8 +235,9 @@ def app_builder(args: dict[str, Any]) -> Any:
     kv_cache = kv_cache_format(str(args.get("kv_cache", "float32")))
     kernel = prompt_kernel(str(args.get("prompt_kernel", "export")))
     head = _flag(args, "single_row_head", default=True)
+    spinning = _flag(args, "spinning", default=False)
     replica = ReplicaConfig(
-        export, api, engine, provider, None if threads is None else int(threads), kv_cache, kernel, head
+        export, api, engine, provider, None if threads is None else int(threads), kv_cache, kernel, head, spinning
     )
     return cast("Any", Gpt2OnnxReplica).options(**_replica_options(engine)).bind(replica)  # Ray's stubs, as above
 

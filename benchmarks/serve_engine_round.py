@@ -1,0 +1,165 @@
+"""A serving round through the batching engine alone: no Ray, no HTTP, no clients' threads. Beside
+``benchmarks/serve_peers.py``'s figure for the same requests it shows what the HTTP path costs, and its split
+shows where the engine's own time goes.
+
+The requests are ``benchmarks/serve_peers.py``'s (48 prompts of 8..120 words, greedy, 32 tokens each, the
+end-of-text token ignored so that every request runs its 32), 16 of them in flight at once: a request that
+finishes is replaced by the next, as the 16 client threads do. The engine is driven step by step on this thread
+(:meth:`BatchEngine.step`), timing its prefills, its joins and its batched decode steps. ``--profile`` runs it all
+under ONNX Runtime's profiler (slower) and adds kernel time by operator type per round, prompts and batched steps
+apart (a node whose first input has one position is a step's; the load's own runs count in the first round).
+
+    python benchmarks/serve_engine_round.py EXPORT [--kv-cache int8] [--prompt-kernel dynamic] [--profile] \
+        > benchmarks/results/STAMP-serve-engine-round-NAME.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "runtimes")]  # this checkout's packages
+
+from benchmarks.serve_load import requests  # noqa: E402  # after the path
+from gpt2_onnx.app.environment import describe_environment  # noqa: E402
+from gpt2_onnx_runtimes import session as session_module  # noqa: E402
+from gpt2_onnx_runtimes.batch_requests import CompletionSpec, Update  # noqa: E402
+from gpt2_onnx_runtimes.batching import BatchEngine  # noqa: E402
+from gpt2_onnx_runtimes.options import GenerationOptions  # noqa: E402
+from gpt2_onnx_runtimes.runtime_options import RuntimeOptions  # noqa: E402
+
+IN_FLIGHT = 16
+PARTS = ("_prefill", "_join", "_decode")  # the engine's methods whose time a round reports
+
+
+def timed_parts(engine: BatchEngine, spent: dict[str, float]) -> None:
+    """Wrap the engine's prefill, join and decode so that each adds its seconds to ``spent``."""
+    for part in PARTS:
+        original: Callable[..., Any] = getattr(engine, part)
+
+        def wrapper(*args: Any, _original: Callable[..., Any] = original, _part: str = part) -> Any:
+            start = time.perf_counter()
+            try:
+                return _original(*args)
+            finally:
+                name = _part.strip("_")
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        setattr(engine, part, wrapper)
+
+
+def padding_counter(engine: BatchEngine) -> list[int]:
+    """[positions the batched steps attend over, of which padding]: each step's rows × the batch's width, less
+    the rows' own lengths (the attention mask's ones); counted as the steps run."""
+    counts = [0, 0]
+    decode: Callable[[], None] = engine._decode
+
+    def counted() -> None:
+        batch = engine._batch
+        counts[0] += batch.rows * batch.length
+        counts[1] += batch.rows * batch.length - int(batch.mask.sum())
+        decode()
+
+    engine._decode = counted  # type: ignore[method-assign]
+    return counts
+
+
+def one_round(engine: BatchEngine, specs: list[CompletionSpec]) -> tuple[float, int]:
+    """Every spec once, ``IN_FLIGHT`` at a time: (wall seconds, tokens generated)."""
+    waiting = list(specs)
+    tokens = 0
+
+    def sink(update: Update) -> None:
+        nonlocal tokens
+        tokens += 1
+        if getattr(update, "finish_reason", None) is not None and waiting:
+            engine.submit(waiting.pop(0), sink)
+
+    start = time.perf_counter()
+    for _ in range(min(IN_FLIGHT, len(waiting))):
+        engine.submit(waiting.pop(0), sink)
+    while engine.step():
+        pass
+    return time.perf_counter() - start, tokens
+
+
+def kernel_times(profile: Path) -> dict[str, dict[str, float]]:
+    """ms per operator type, ``prompt`` and ``step`` apart, from one ONNX Runtime profile."""
+    found: dict[str, dict[str, float]] = {"prompt": {}, "step": {}}
+    for event in json.loads(profile.read_text()):
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        arguments = event.get("args", {})
+        shapes = arguments.get("input_type_shape") or [{}]
+        first: list[Any] = next(iter(shapes[0].values()), [])
+        part = "step" if len(first) >= 2 and first[1] == 1 else "prompt"
+        op = arguments.get("op_name", "?")
+        found[part][op] = found[part].get(op, 0.0) + event["dur"] / 1000
+    return {
+        part: {op: round(ms, 1) for op, ms in sorted(ops.items(), key=lambda item: -item[1])}
+        for part, ops in found.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("export", type=Path)
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds after a warm-up one")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--kv-cache", default="float32")
+    parser.add_argument("--prompt-kernel", default="export")
+    parser.add_argument("--profile", action="store_true", help="every run under ONNX Runtime's profiler")
+    args = parser.parse_args()
+    options = RuntimeOptions(intra_op_threads=args.threads, kv_cache=args.kv_cache, prompt_kernel=args.prompt_kernel)
+    with tempfile.TemporaryDirectory(prefix="engine-round-") as folder:
+        if args.profile:
+            plain = session_module.session_options_for
+
+            def profiled(runtime: RuntimeOptions, **keywords: Any) -> Any:
+                so = plain(runtime, **keywords)
+                so.enable_profiling, so.profile_file_prefix = True, str(Path(folder) / "profile")
+                return so
+
+            session_module.session_options_for = profiled  # type: ignore[assignment]
+        engine = BatchEngine.load(args.export, options)
+        options_then = GenerationOptions(max_new_tokens=32, ignore_eos=True)
+        specs = [
+            CompletionSpec(tuple(engine.tokenizer.encode(body["prompt"])), options_then) for body in requests(48, 32)
+        ]
+        environment = describe_environment()
+        libraries = environment["libraries"]
+        runtime = libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu")
+        print(
+            f"{args.export.name}, {args.threads} threads, cache {args.kv_cache}, prompt kernel {args.prompt_kernel}: "
+            f"{sum(len(s.prompt_ids) for s in specs)} prompt tokens in {len(specs)} requests, {IN_FLIGHT} in flight; "
+            f"{environment['cpu']}, {environment['cpu_count']} cores, onnxruntime {runtime}"
+        )
+        spent: dict[str, float] = {}
+        padding = padding_counter(engine)
+        timed_parts(engine, spent)
+        one_round(engine, specs)  # warm-up
+        for number in range(args.rounds):
+            spent.clear()
+            padding[:] = [0, 0]
+            wall, tokens = one_round(engine, specs)
+            parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in spent.items())
+            padded = f"{100 * padding[1] / max(1, padding[0]):.0f} % of the steps' attended positions padding"
+            print(f"round {number + 1}: {wall:.2f} s, {tokens / wall:.0f} tokens/s; {parts}; {padded}", flush=True)
+        if args.profile:
+            sessions = {id(s): s for s in vars(engine.loaded.steps).values() if hasattr(s, "end_profiling")}
+            for session in sessions.values():
+                for part, ops in kernel_times(Path(session.end_profiling())).items():
+                    per_round = {op: ms / (args.rounds + 1) for op, ms in ops.items()}
+                    top = ", ".join(f"{op} {ms:.0f}" for op, ms in list(per_round.items())[:6])
+                    print(f"  kernel ms per round, {part}s: {sum(per_round.values()):.0f} ({top})")
+
+
+if __name__ == "__main__":
+    main()
