@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "runtimes")]  # this checkout's packages
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
-from gpt2_onnx.app.environment import describe_environment  # noqa: E402
+from benchmarks.serve_peers import machine_now  # noqa: E402
 from gpt2_onnx_runtimes import session as session_module  # noqa: E402
 from gpt2_onnx_runtimes.batch_requests import CompletionSpec, Update  # noqa: E402
 from gpt2_onnx_runtimes.batching import BatchEngine  # noqa: E402
@@ -133,13 +133,11 @@ def main() -> None:
         specs = [
             CompletionSpec(tuple(engine.tokenizer.encode(body["prompt"])), options_then) for body in requests(48, 32)
         ]
-        environment = describe_environment()
-        libraries = environment["libraries"]
-        runtime = libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu")
+        machine = machine_now()
         print(
             f"{args.export.name}, {args.threads} threads, cache {args.kv_cache}, prompt kernel {args.prompt_kernel}: "
             f"{sum(len(s.prompt_ids) for s in specs)} prompt tokens in {len(specs)} requests, {IN_FLIGHT} in flight; "
-            f"{environment['cpu']}, {environment['cpu_count']} cores, onnxruntime {runtime}"
+            f"{machine['cpu']}, {machine['cpus']} cores, onnxruntime {machine['onnxruntime']}"
         )
         spent: dict[str, float] = {}
         padding = padding_counter(engine)

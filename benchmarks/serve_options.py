@@ -31,9 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
-from benchmarks.serve_peers import Outcomes, one_round  # noqa: E402
+from benchmarks.serve_peers import Outcomes, machine_now, one_round  # noqa: E402
 from benchmarks.serve_process import ServeProcess  # noqa: E402
-from gpt2_onnx.app.environment import describe_environment  # noqa: E402
 
 
 def measure(
@@ -121,15 +120,7 @@ def main() -> None:
     variants = {name: shlex.split(options) for name, options in args.variant}
     if len(variants) < 2:
         parser.error("give at least two --variant, with different names")
-    environment = describe_environment()
-    libraries = environment["libraries"]
-    machine = {
-        "cpu": environment["cpu"],
-        "cpus": environment["cpu_count"],
-        "platform": environment["platform"],
-        "load_before": os.getloadavg(),
-        "onnxruntime": libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu"),
-    }
+    machine = machine_now()
     bodies = requests(args.requests, args.max_tokens)
     found = measure(args.export, variants, bodies, args.clients, args.rounds, args.repeats)
     machine["load_after"] = os.getloadavg()

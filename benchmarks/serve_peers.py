@@ -231,6 +231,20 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def machine_now() -> dict[str, Any]:
+    """The serving benchmarks' machine description: CPU, cores, platform, ONNX Runtime's version and the load
+    average now (``load_before``; a run adds ``load_after`` when it ends)."""
+    environment = describe_environment()
+    libraries = environment["libraries"]
+    return {
+        "cpu": environment["cpu"],
+        "cpus": environment["cpu_count"],
+        "platform": environment["platform"],
+        "load_before": os.getloadavg(),
+        "onnxruntime": libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu"),
+    }
+
+
 def llama_version(binary: Path) -> str:
     done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False)
     line = next((x for x in (done.stdout + done.stderr).splitlines() if x.startswith("version:")), "version: ?")
@@ -264,17 +278,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write (and .md beside it)")
     args = parser.parse_args()
     bodies = requests(args.requests, args.max_tokens)
-    environment = describe_environment()
-    libraries = environment["libraries"]
     results: dict[str, Any] = {
-        "machine": {
-            "cpu": environment["cpu"],
-            "cpus": environment["cpu_count"],
-            "platform": environment["platform"],
-            "load_before": os.getloadavg(),
-            "llama_server_version": llama_version(args.llama_server),
-            "onnxruntime": libraries.get("onnxruntime") or libraries.get("onnxruntime-gpu"),
-        },
+        "machine": machine_now() | {"llama_server_version": llama_version(args.llama_server)},
         "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "max_tokens", "threads")}
         | {"prompt_words": "8..120", "slot_positions": SLOT_POSITIONS},
         "pairs": [],
