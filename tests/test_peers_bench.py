@@ -331,6 +331,50 @@ def test_serve_peers_pairs_take_serve_options() -> None:
         serve_options(["kv-cache"])
 
 
+def test_serve_options_pairs_each_repeat_with_the_first_option_set() -> None:
+    """The ratio is per repeat (mean tokens/s ÷ the first set's in the same repeat), then the median over repeats;
+    the median tokens/s is over every round."""
+    from benchmarks.serve_options import summary, table
+
+    found = {"a": [[100.0, 100.0], [200.0, 200.0], [100.0, 100.0]], "b": [[110.0, 90.0], [220.0, 260.0], [90.0, 90.0]]}
+    first, second = summary(found)
+    assert (first["ratio_to_first"], first["repeats_higher"]) == (1.0, 0)
+    assert (second["ratio_to_first"], second["repeats_higher"]) == (1.0, 1)  # ratios 1.0, 1.2, 0.9
+    assert second["tokens_per_s"] == 100.0  # the median of its six rounds
+    machine = {"cpu": "CPU", "cpus": 2, "platform": "p", "load_before": [0.1], "load_after": [0.2], "onnxruntime": "1"}
+    settings = {"clients": 16, "requests": 48, "rounds": 2, "repeats": 3, "max_tokens": 32}
+    results = {"export": "e", "options": {"a": "", "b": "--x"}, "settings": settings, "machine": machine}
+    text = table(results | {"variants": [first, second]})
+    assert "| e | a: `(none)` | 100.0 | 100, 100; 200, 200; 100, 100 | 1.000 (0/3) |" in text
+    assert "| e | b: `--x` | 100.0 | 110, 90; 220, 260; 90, 90 | 1.000 (1/3) |" in text
+
+
+def test_llama_server_takes_another_port_when_its_own_was_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import serve_peers
+
+    server = serve_peers.LlamaServer(Path("llama-server"), Path("m.gguf"), tmp_path, slots=2, threads=1)
+    tried: list[int] = []
+    taken = 1
+
+    def start() -> serve_peers.LlamaServer:
+        tried.append(server.port)
+        if len(tried) <= taken:
+            raise serve_peers.PortTaken(server.port)
+        return server
+
+    monkeypatch.setattr(server, "_start", start)
+    assert server.start() is server
+    assert len(tried) == 2 and server.command[server.command.index("--port") + 1] == str(server.port)
+    assert server.url == f"http://127.0.0.1:{server.port}"
+    tried.clear()
+    taken = serve_peers.PORT_TRIES
+    with pytest.raises(serve_peers.PortTaken):  # every port tried was taken: the last one's error
+        server.start()
+    assert len(tried) == serve_peers.PORT_TRIES
+
+
 def test_run_clients_answers_in_request_order_and_reports_a_failure_after_the_round() -> None:
     import threading
 
