@@ -142,10 +142,10 @@ KINDS = (
     Kind(
         "-serve-spinning-fp32",
         "Serving with the replica's threads spinning or sleeping, fp32",
-        '`python benchmarks/serve_options.py EXPORT --variant spinning "--spinning" --variant sleeping '
-        '"--no-spinning" --repeats 3 --rounds 3`: one replica of our fp32 export with its ONNX Runtime threads '
-        "spinning while they wait (ONNX Runtime's default) and sleeping (`serve`'s default since this run), one "
-        "server up at a time, the same requests from 16 clients as the serving runs beside llama.cpp's server.",
+        '`python benchmarks/serve_options.py EXPORT --variant "spinning=--spinning" --variant '
+        '"sleeping=--no-spinning" --repeats 3 --rounds 3`: one replica of our fp32 export with its ONNX Runtime '
+        "threads spinning while they wait (ONNX Runtime's default) and sleeping (`serve`'s default since this run), "
+        "one server up at a time, the same requests from 16 clients as the serving runs beside llama.cpp's server.",
     ),
     Kind(
         "-serve-spinning-int4",

@@ -10,8 +10,8 @@ Figures: tokens/s per round (completion tokens the server reports over the round
 median over every round; beside the first option set, the median over repeats of each repeat's ratio of mean
 tokens/s (a repeat's servers started within a minute or two of each other) and in how many repeats it was higher.
 
-    python benchmarks/serve_options.py EXPORT --variant spinning "--spinning" --variant sleeping "" \\
-        --repeats 3 --out benchmarks/results/STAMP-serve-spinning.json
+    python benchmarks/serve_options.py EXPORT --variant "spinning=--spinning" --variant "sleeping=--no-spinning" \\
+        --repeats 3 --out benchmarks/results/STAMP-serve-spinning-NAME.json
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", type=Path)
     parser.add_argument(
-        "--variant", nargs=2, action="append", metavar=("NAME", "OPTIONS"), required=True,
-        help="a name and the serve options it adds (one string; '' for none); the first is the reference",
+        "--variant", action="append", metavar="NAME=OPTIONS", required=True,
+        help="a name and the serve options it adds ('NAME=' for none); the first is the reference",
     )  # fmt: skip
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=48, help="requests per round")
@@ -117,7 +117,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write (and .md beside it)")
     args = parser.parse_args()
-    variants = {name: shlex.split(options) for name, options in args.variant}
+    if any("=" not in given for given in args.variant):
+        parser.error("each --variant is NAME=OPTIONS, e.g. 'sleeping=--no-spinning' ('NAME=' for none)")
+    variants = {name: shlex.split(options) for name, options in (given.split("=", 1) for given in args.variant)}
     if len(variants) < 2:
         parser.error("give at least two --variant, with different names")
     machine = machine_now()
