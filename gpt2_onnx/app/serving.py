@@ -89,9 +89,10 @@ class ReplicaConfig:
 
 
 # A replica's session config entry when its threads sleep. GPT-2-small under 16 clients on 2 cores (AMD EPYC, the
-# server beside its own load generator; benchmarks/serve_options.py, 3 server starts each, results/*-serve-spinning-*)
-# answered 1.037x the tokens/s with its threads sleeping (fp32, higher in 3 of 3 starts) and 1.026x (int4, 2 of 3);
-# level with the prompt kernel (0.959x, 1 of 3: within the rounds' spread). ``gpt2-onnx run`` and the Python API keep
+# server beside its own load generator; benchmarks/serve_options.py, results/*-serve-spinning-*) answered level to a
+# few per cent more tokens/s with its threads sleeping: over 8 server starts each, fp32 1.036x and int4 1.012x
+# (medians; higher in 5 of 8 each); with the prompt kernel 0.959x (1 of 3: within the rounds' spread). Sleeping
+# threads also leave the cores alone between requests. ``gpt2-onnx run`` and the Python API keep
 # ONNX Runtime's default (spinning): alone on the cores, a prompt's ~180 operators would each wake the threads
 # (ort_sessions.session_options_for).
 SLEEPING_THREADS = {"session.intra_op.allow_spinning": "0"}

@@ -138,7 +138,7 @@ def _cpus_per_replica(given: float | None, address: str | None, replicas: int, m
     show_default=True,
     help="Whether each replica's ONNX Runtime threads spin while they wait for work instead of sleeping. A "
     "replica shares its cores with Serve's proxy and the HTTP handling, so they sleep by default (16 clients on 2 "
-    "cores: about 3 % more tokens/s than spinning, fp32 and int4; docs/serving.md).",
+    "cores: level to a few per cent more tokens/s than spinning; docs/serving.md).",
 )
 @click.option(
     "--max-queue",
