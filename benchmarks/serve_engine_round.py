@@ -8,9 +8,12 @@ finishes is replaced by the next, as the 16 client threads do. The engine is dri
 (:meth:`BatchEngine.step`), timing its prefills, its joins and its batched decode steps. ``--profile`` runs it all
 under ONNX Runtime's profiler (slower) and adds kernel time by operator type per round, prompts and batched steps
 apart (a node whose first input has one position is a step's; the load's own runs count in the first round).
+``--width-cost`` then times batched steps of 16 rows over pasts of even widths (no padding), fits their
+milliseconds to a line in the width, and prices the round's padding at that line's slope: what attention
+without the batch's padding (rows of their own lengths) would save.
 
     python benchmarks/serve_engine_round.py EXPORT [--kv-cache int8] [--prompt-kernel dynamic] [--profile] \
-        > benchmarks/results/STAMP-serve-engine-round-NAME.txt
+        [--width-cost] > benchmarks/results/STAMP-serve-engine-round-NAME.txt
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "runtimes")]  # this checkout's packages
@@ -90,6 +95,43 @@ def one_round(engine: BatchEngine, specs: list[CompletionSpec]) -> tuple[float, 
     return time.perf_counter() - start, tokens
 
 
+WIDTHS = (32, 128, 256, 512)  # past positions of the steps --width-cost times
+WIDTH_STEPS = 12  # steps timed per width and repeat, the first two not counted
+
+
+def step_ms(engine: BatchEngine, width: int, rows: int = IN_FLIGHT) -> float:
+    """Median ms of a batched decode step of ``rows`` rows, every row's past ``width`` positions of random
+    keys and values (the batch emptied first; no padding)."""
+    dims, batch = engine.dims, engine._batch
+    batch.clear()
+    rng = np.random.default_rng(width)
+    past = [
+        (0.1 * rng.standard_normal((1, dims.n_head, width, dims.head_dim))).astype(np.float32)
+        for _ in range(2 * dims.n_layer)
+    ]  # (1, nh, width, hs) each
+    batch.join(past, rows)
+    tokens = np.full(rows, 100, dtype=np.int64)  # (rows,)
+    steps = engine.loaded.steps
+    times = []
+    for _ in range(WIDTH_STEPS):
+        start = time.perf_counter()
+        batch.decode(steps.decode, tokens, engine._names, steps.constant_inputs)  # (rows, V)
+        times.append(time.perf_counter() - start)
+    batch.clear()
+    return 1000 * float(np.median(times[2:]))
+
+
+def width_cost(engine: BatchEngine, repeats: int = 3) -> tuple[dict[int, float], float, float]:
+    """({width: median ms of a 16-row step}, the fitted line's ms at width 0, its ms per position)."""
+    found: dict[int, list[float]] = {width: [] for width in WIDTHS}
+    for _ in range(repeats):  # the widths interleaved
+        for width in WIDTHS:
+            found[width].append(step_ms(engine, width))
+    medians = {width: float(np.median(times)) for width, times in found.items()}
+    slope, intercept = np.polyfit(list(medians), list(medians.values()), 1)
+    return medians, float(intercept), float(slope)
+
+
 def kernel_times(profile: Path) -> dict[str, dict[str, float]]:
     """ms per operator type, ``prompt`` and ``step`` apart, from one ONNX Runtime profile."""
     found: dict[str, dict[str, float]] = {"prompt": {}, "step": {}}
@@ -116,6 +158,7 @@ def main() -> None:
     parser.add_argument("--kv-cache", default="float32")
     parser.add_argument("--prompt-kernel", default="export")
     parser.add_argument("--profile", action="store_true", help="every run under ONNX Runtime's profiler")
+    parser.add_argument("--width-cost", action="store_true", help="price the steps' padding (see the docstring)")
     args = parser.parse_args()
     options = RuntimeOptions(intra_op_threads=args.threads, kv_cache=args.kv_cache, prompt_kernel=args.prompt_kernel)
     with tempfile.TemporaryDirectory(prefix="engine-round-") as folder:
@@ -143,6 +186,7 @@ def main() -> None:
         padding = padding_counter(engine)
         timed_parts(engine, spent)
         one_round(engine, specs)  # warm-up
+        padded_positions = []
         for number in range(args.rounds):
             spent.clear()
             padding[:] = [0, 0]
@@ -150,6 +194,16 @@ def main() -> None:
             parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in spent.items())
             padded = f"{100 * padding[1] / max(1, padding[0]):.0f} % of the steps' attended positions padding"
             print(f"round {number + 1}: {wall:.2f} s, {tokens / wall:.0f} tokens/s; {parts}; {padded}", flush=True)
+            padded_positions.append(padding[1])
+        if args.width_cost:
+            medians, fixed, per_position = width_cost(engine)
+            by_width = ", ".join(f"{width}: {ms:.1f}" for width, ms in medians.items())
+            padding_s = float(np.median(padded_positions)) * per_position / IN_FLIGHT / 1000  # row-positions × ms
+            print(
+                f"  {IN_FLIGHT}-row steps by past width, ms: {by_width}; fitted {fixed:.1f} ms + {per_position:.4f} ms "
+                f"per position; the round's padding ({np.median(padded_positions):.0f} row-positions) at that slope: "
+                f"{padding_s:.2f} s a round"
+            )
         if args.profile:
             sessions = {id(s): s for s in vars(engine.loaded.steps).values() if hasattr(s, "end_profiling")}
             for session in sessions.values():
