@@ -158,6 +158,30 @@ KINDS = (
         "The run above on our int4 export with `--prompt-kernel dynamic` in both option sets.",
     ),
     Kind(
+        "-serve-without-ray-int4",
+        "Serving with and without Ray Serve, int4",
+        '`python benchmarks/serve_options.py EXPORT --variant "serve=" --variant "without-ray=@without-ray" '
+        "--repeats 4`: `gpt2-onnx serve` beside the same FastAPI app and batching engine under uvicorn alone "
+        "(`benchmarks/serve_without_ray.py`: no Serve proxy, controller or replica actor, no Ray), one server up at "
+        "a time, the same requests from 16 clients; what Ray Serve's own processes and hop cost on 2 cores.",
+    ),
+    Kind(
+        "-serve-ray-quiet-int4",
+        "Serving with Serve's controller loop slowed and Ray's metrics off, int4",
+        '`python benchmarks/serve_options.py EXPORT --variant "serve=" --variant '
+        '"loop-1s=RAY_SERVE_CONTROL_LOOP_INTERVAL_S=1" --variant "loop-1s-no-metrics=..." --repeats 4`: Serve\'s '
+        "controller looping every second instead of every 0.1 s, and with Ray's metrics collection off too (Ray's "
+        "own settings, as environment variables of the server). `mypy` ran beside the first repeat's first server "
+        "(`serve`).",
+    ),
+    Kind(
+        "-serve-ray-loop-int4",
+        "Serving with Serve's controller loop at 0.5 s, and without Ray Serve, int4",
+        '`python benchmarks/serve_options.py EXPORT --variant "serve=" --variant '
+        '"loop-0.5s=RAY_SERVE_CONTROL_LOOP_INTERVAL_S=0.5" --variant "without-ray=@without-ray" --repeats 4`, '
+        "with the CPU seconds each part of the server used per round.",
+    ),
+    Kind(
         "-serve-peers-xeon",
         "Serving beside llama.cpp's server, on an Intel Xeon",
         "`SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh`: the run above on the other CPU this project meets "

@@ -10,6 +10,11 @@ Figures: tokens/s per round (completion tokens the server reports over the round
 median over every round; beside the first option set, the median over repeats of each repeat's ratio of mean
 tokens/s (a repeat's servers started within a minute or two of each other) and in how many repeats it was higher.
 
+Words of the form ``NAME=VALUE`` with an upper-case NAME among a variant's options are environment variables for
+its server (Ray's and Serve's own settings, for instance ``RAY_SERVE_CONTROL_LOOP_INTERVAL_S=1``), not options.
+A variant whose options are ``@without-ray`` runs the same app and engine under uvicorn alone, without Ray Serve
+(``benchmarks/serve_without_ray.py``): what Serve's proxy hop and replica actor cost.
+
     python benchmarks/serve_options.py EXPORT --variant "spinning=--spinning" --variant "sleeping=--no-spinning" \\
         --repeats 3 --out benchmarks/results/STAMP-serve-spinning-NAME.json
 """
@@ -19,13 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -33,29 +42,111 @@ sys.path.insert(0, str(REPO))
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
 from benchmarks.serve_peers import Outcomes, machine_now, one_round  # noqa: E402
 from benchmarks.serve_process import ServeProcess  # noqa: E402
+from benchmarks.serve_without_ray import OPTION as WITHOUT_RAY  # noqa: E402
+from benchmarks.serve_without_ray import AppWithoutRay  # noqa: E402
+
+ENVIRONMENT_WORD = re.compile(r"[A-Z][A-Za-z0-9_]*=")
+
+
+def server_for(export: Path, logs: Path, options: list[str]) -> ServeProcess:
+    """``gpt2-onnx serve`` with ``options`` (its ``NAME=VALUE`` words set in its environment instead); the app
+    without Ray Serve for ``@without-ray``."""
+    if options == [WITHOUT_RAY]:
+        return AppWithoutRay(export, logs)
+    env = dict(word.split("=", 1) for word in options if ENVIRONMENT_WORD.match(word))
+    flags = [word for word in options if not ENVIRONMENT_WORD.match(word)]
+    return ServeProcess(export, logs, "--model-name", "bench", *flags, env=env)
+
+
+# Process titles → the part of a served round each stands for (the rest of the server's processes: Ray's own).
+ROLES = (
+    ("ray::ServeReplica", "replica"),
+    ("ray::ProxyActor", "Serve proxy"),
+    ("ray::ServeController", "Serve controller"),
+)
+LOAD_GENERATOR = "load generator"
+COMMAND = "server command"  # gpt2-onnx serve's own process; the whole server without Ray
+OTHERS = "Ray's other processes"
+IDLE = "unused"  # the cores' seconds none of the above used
+
+
+def role(process: psutil.Process, command_pid: int) -> str:
+    if process.pid == command_pid:
+        return COMMAND
+    try:
+        title = " ".join(process.cmdline()) or process.name()
+    except psutil.Error:
+        return OTHERS
+    return next((name for prefix, name in ROLES if title.startswith(prefix)), OTHERS)
+
+
+def cpu_by_role(server: ServeProcess) -> dict[str, float]:
+    """CPU seconds so far of the server's processes by role, and this process's (the clients') own."""
+    found: dict[str, float] = {LOAD_GENERATOR: sum(psutil.Process().cpu_times()[:2])}
+    for process in [psutil.Process(server.pid), *server.descendants()]:
+        try:
+            seconds = sum(process.cpu_times()[:2])  # user + system
+        except psutil.Error:
+            continue
+        name = role(process, server.pid)
+        found[name] = found.get(name, 0.0) + seconds
+    return found
+
+
+def cpu_per_round(before: dict[str, float], after: dict[str, float], wall: float, rounds: int) -> dict[str, float]:
+    """CPU seconds per round by role between two :func:`cpu_by_role`, with the cores' seconds left unused."""
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    spent[IDLE] = max(0.0, (os.cpu_count() or 1) * wall - sum(spent.values()))
+    return {name: round(seconds / rounds, 2) for name, seconds in spent.items()}
+
+
+@dataclass
+class Found:
+    """What :func:`measure` returns: per option set, tokens/s per round of each repeat, and CPU seconds per round
+    by role of each repeat."""
+
+    tokens: dict[str, list[list[float]]] = field(default_factory=dict)
+    cpu: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 def measure(
     export: Path, variants: dict[str, list[str]], bodies: list[dict[str, Any]], clients: int, rounds: int, repeats: int
-) -> dict[str, list[list[float]]]:
-    """tokens/s per round, per repeat, per option set."""
-    found: dict[str, list[list[float]]] = {name: [] for name in variants}
+) -> Found:
+    """tokens/s per round, and CPU seconds per round by role, per repeat, per option set."""
+    found = Found({name: [] for name in variants}, {name: [] for name in variants})
     names = list(variants)
     for repeat in range(repeats):
         shift = repeat % len(names)
         for name in names[shift:] + names[:shift]:
             with tempfile.TemporaryDirectory(prefix="serve-options-") as logs:
-                server = ServeProcess(export, Path(logs), "--model-name", "bench", *variants[name]).start()
+                server = server_for(export, Path(logs), variants[name]).start()
                 try:
                     one_round(server.url, bodies[:clients], clients, {}, Outcomes("warm-up"))
                     outcomes = Outcomes(name)
+                    before, start = cpu_by_role(server), time.perf_counter()
                     for _ in range(rounds):
                         one_round(server.url, bodies, clients, {}, outcomes)
+                    after, wall = cpu_by_role(server), time.perf_counter() - start
                 finally:
                     server.stop()
-            found[name].append([round(tokens / wall, 1) for _, tokens, wall in outcomes.rounds])
-            print(f"repeat {repeat + 1}/{repeats}: {name} {found[name][-1]}", file=sys.stderr, flush=True)
+            found.tokens[name].append([round(tokens / wall, 1) for _, tokens, wall in outcomes.rounds])
+            found.cpu[name].append(cpu_per_round(before, after, wall, rounds))
+            print(f"repeat {repeat + 1}/{repeats}: {name} {found.tokens[name][-1]}", file=sys.stderr, flush=True)
     return found
+
+
+def cpu_summary(cpu: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per option set, the median over repeats of each role's CPU seconds per round."""
+    return {
+        name: {role: round(float(np.median([r.get(role, 0.0) for r in repeats])), 2) for role in _roles(repeats)}
+        for name, repeats in cpu.items()
+    }
+
+
+def _roles(repeats: list[dict[str, float]]) -> list[str]:
+    order = [COMMAND, *(name for _, name in ROLES), OTHERS, LOAD_GENERATOR, IDLE]
+    seen = {role for r in repeats for role in r}
+    return [role for role in order if role in seen]
 
 
 def summary(found: dict[str, list[list[float]]]) -> list[dict[str, Any]]:
@@ -91,7 +182,8 @@ def table(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"`gpt2-onnx serve` (one replica, 2 threads, 16 rows) with each option set, one server up at a time, "
+        f"`gpt2-onnx serve` (one replica, 2 threads, 16 rows) with each option set ({WITHOUT_RAY}: the same app and "
+        "engine under uvicorn alone, no Ray Serve), one server up at a time, "
         f"{settings['repeats']} repeats rotating the order, each a warm-up round then {settings['rounds']} rounds of "
         f"{settings['requests']} requests (prompts of 8..120 words, greedy, {settings['max_tokens']} tokens at most) "
         f"from {settings['clients']} client threads; tokens/s: the completion tokens the server reports over the "
@@ -100,6 +192,22 @@ def table(results: dict[str, Any]) -> str:
         f"{machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after; onnxruntime "
         f"{machine['onnxruntime']}.",
     ]
+    cpu = results.get("cpu_per_round")  # runs before 2026-12-05 06:30 UTC did not record it
+    if cpu:
+        roles = _roles(list(cpu.values()))
+        lines += [
+            "",
+            f"| CPU seconds per round | {' | '.join(roles)} |",
+            f"| --- |{' --- |' * len(roles)}",
+            *(
+                f"| {name} | {' | '.join(f'{by_role.get(r, 0.0):.2f}' for r in roles)} |"
+                for name, by_role in cpu.items()
+            ),
+            "",
+            "CPU seconds (user + system) per timed round of the server's processes by role, of this script's own "
+            f"(the {LOAD_GENERATOR}: its client threads) and, as {IDLE}, the rest of the cores' seconds over the "
+            "rounds' wall time; medians over repeats.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -108,7 +216,8 @@ def main() -> None:
     parser.add_argument("export", type=Path)
     parser.add_argument(
         "--variant", action="append", metavar="NAME=OPTIONS", required=True,
-        help="a name and the serve options it adds ('NAME=' for none); the first is the reference",
+        help=f"a name and the serve options it adds ('NAME=' for none, 'NAME={WITHOUT_RAY}': no Ray Serve); the "
+        "first is the reference",
     )  # fmt: skip
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=48, help="requests per round")
@@ -131,7 +240,9 @@ def main() -> None:
         "options": {name: " ".join(options) for name, options in variants.items()},
         "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "repeats", "max_tokens")},
         "machine": machine,
-        "variants": summary(found),
+        "variants": summary(found.tokens),
+        "cpu_per_round": cpu_summary(found.cpu),
+        "cpu_per_round_by_repeat": found.cpu,
     }
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(table(results))

@@ -1,10 +1,11 @@
-"""The serving benchmarks' own machinery on the tiny export: serve_engine_round's price of the batch's padding.
-No timing is asserted."""
+"""The serving benchmarks' own machinery on the tiny export: the app without Ray Serve that serve_options puts
+beside ``gpt2-onnx serve``, and serve_engine_round's price of the batch's padding. No timing is asserted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import numpy as np
 import pytest
 
@@ -14,6 +15,38 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _benchmarks_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(REPO))
+
+
+def test_serve_options_variants_are_options_environment_or_the_app_without_ray(tmp_path: Path) -> None:
+    from benchmarks.serve_options import server_for
+    from benchmarks.serve_process import ServeProcess
+    from benchmarks.serve_without_ray import AppWithoutRay
+
+    plain = server_for(Path("e"), tmp_path, ["--kv-cache", "int8"])
+    assert type(plain) is ServeProcess
+    assert plain._command[-4:] == ["--model-name", "bench", "--kv-cache", "int8"]
+    tuned = server_for(
+        Path("e"), tmp_path, ["RAY_SERVE_CONTROL_LOOP_INTERVAL_S=1", "RAY_enable_metrics_collection=0", "--spinning"]
+    )
+    assert tuned._command[-3:] == ["--model-name", "bench", "--spinning"]
+    assert tuned._env == {"RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "1", "RAY_enable_metrics_collection": "0"}
+    bare = server_for(Path("e"), tmp_path, ["@without-ray"])
+    assert isinstance(bare, AppWithoutRay)
+    assert bare._command[1].endswith("serve_without_ray.py") and bare._command[2:5] == ["e", "--port", str(bare.port)]
+
+
+def test_the_app_without_ray_answers_as_serve_does(tiny_export: Path, tmp_path: Path) -> None:
+    """The same app and engine under uvicorn: a completion, then a clean stop by Ctrl-C."""
+    from benchmarks.serve_without_ray import AppWithoutRay
+
+    server = AppWithoutRay(tiny_export, tmp_path / "logs", threads=1).start()
+    try:
+        body = {"model": "bench", "prompt": "Hello there", "max_tokens": 4, "temperature": 0}
+        answer = httpx2.post(f"{server.url}/v1/completions", json=body, timeout=60).json()
+        assert answer["usage"]["completion_tokens"] >= 1 and isinstance(answer["choices"][0]["text"], str)
+    finally:
+        code = server.stop()
+    assert code is not None and server.left_running == []
 
 
 def test_width_cost_fits_the_steps_to_a_line_and_leaves_the_batch_empty(
@@ -29,3 +62,26 @@ def test_width_cost_fits_the_steps_to_a_line_and_leaves_the_batch_empty(
     medians, fixed, per_position = engine_round.width_cost(engine, repeats=2)
     assert list(medians) == list(engine_round.WIDTHS)
     assert np.isclose(fixed, 5.0) and np.isclose(per_position, 0.25)
+
+
+def test_serve_options_reports_cpu_seconds_per_round_by_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What each role spent between two readings, per round; the cores' seconds nobody used; medians over repeats
+    in the table, under the tokens/s rows."""
+    import benchmarks.serve_options as options
+
+    monkeypatch.setattr(options.os, "cpu_count", lambda: 2)
+    before = {"replica": 10.0, "load generator": 1.0}
+    after = {"replica": 25.0, "load generator": 2.5, "Serve proxy": 0.5}  # a process first seen after
+    per_round = options.cpu_per_round(before, after, wall=9.0, rounds=3)
+    assert per_round == {"replica": 5.0, "load generator": 0.5, "Serve proxy": 0.17, "unused": 0.33}
+    medians = options.cpu_summary({"a": [per_round, {**per_round, "replica": 7.0}, {**per_round, "replica": 6.0}]})
+    assert medians["a"]["replica"] == 6.0
+    assert list(medians["a"]) == ["replica", "Serve proxy", "load generator", "unused"]
+    machine = {"cpu": "CPU", "cpus": 2, "platform": "p", "load_before": [0.1], "load_after": [0.2], "onnxruntime": "1"}
+    settings = {"clients": 16, "requests": 48, "rounds": 3, "repeats": 3, "max_tokens": 32}
+    summary = options.summary({"a": [[100.0], [100.0], [100.0]]})
+    results = {"export": "e", "options": {"a": ""}, "settings": settings, "machine": machine, "variants": summary}
+    assert "CPU seconds per round" not in options.table(results)  # older runs did not record it
+    text = options.table(results | {"cpu_per_round": medians})
+    assert "| CPU seconds per round | replica | Serve proxy | load generator | unused |" in text
+    assert "| a | 6.00 | 0.17 | 0.50 | 0.33 |" in text
