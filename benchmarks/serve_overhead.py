@@ -1,9 +1,11 @@
 """What an idle ``gpt2-onnx serve`` holds beside its model: each process's resident memory (the command, Ray's
-services, Serve's controller and proxy, the replica) and their CPU use over 10 idle seconds.
+services, Serve's controller and proxy, the replica) and CPU use over 10 idle seconds, and how long the command
+takes to start (until it answers) and to stop (Ctrl-C until it has exited).
 
-RSS is summed per process, so pages the processes share count more than once: an upper bound.
+RSS is summed per process, so pages the processes share count more than once: an upper bound. Arguments of the
+form ``NAME=VALUE`` after the export are environment variables for the server (Ray's and Serve's own settings).
 
-    python benchmarks/serve_overhead.py EXPORT > benchmarks/results/STAMP-serve-overhead.txt
+    python benchmarks/serve_overhead.py EXPORT [NAME=VALUE ...] > benchmarks/results/STAMP-serve-overhead.txt
 """
 
 from __future__ import annotations
@@ -36,27 +38,34 @@ def cpu_seconds(processes: list[psutil.Process]) -> float:
 
 def main() -> None:
     export = Path(sys.argv[1])
+    env = dict(word.split("=", 1) for word in sys.argv[2:])
     with tempfile.TemporaryDirectory(prefix="serve-overhead-") as logs:
-        server = ServeProcess(export, Path(logs)).start()
+        started = time.perf_counter()
+        server = ServeProcess(export, Path(logs), env=env).start()
+        start_s = time.perf_counter() - started
         try:
             time.sleep(5)  # past the start's own work
             processes = [psutil.Process(server.pid), *server.descendants()]
-            before = cpu_seconds(processes)
+            before = [cpu_seconds([process]) for process in processes]
             time.sleep(IDLE_S)
-            idle = cpu_seconds(processes) - before
+            idle = [cpu_seconds([process]) - was for process, was in zip(processes, before, strict=True)]
             rows = []
-            for process in processes:
+            for process, cpu in zip(processes, idle, strict=True):
                 try:
-                    rows.append((process.memory_info().rss, process.name()))
+                    rows.append((process.memory_info().rss, cpu, process.name()))
                 except psutil.Error:
                     continue
         finally:
+            stopping = time.perf_counter()
             server.stop()
-    print(f"export: {export.name}; {len(rows)} processes")
-    for rss, name in sorted(rows, reverse=True):
-        print(f"{rss / 2**20:8.0f} MiB  {name}")
-    print(f"{sum(r for r, _ in rows) / 2**20:8.0f} MiB  total RSS (shared pages counted per process)")
-    print(f"idle CPU over {IDLE_S:.0f} s: {100 * idle / IDLE_S:.1f} % of one core")
+            stop_s = time.perf_counter() - stopping
+    settings = " ".join(f"{name}={value}" for name, value in env.items()) or "no settings"
+    print(f"export: {export.name}; {settings}; {len(rows)} processes")
+    for rss, cpu, name in sorted(rows, reverse=True):
+        print(f"{rss / 2**20:8.0f} MiB  {100 * cpu / IDLE_S:5.1f} % of a core  {name}")
+    print(f"{sum(r for r, _, _ in rows) / 2**20:8.0f} MiB  total RSS (shared pages counted per process)")
+    print(f"idle CPU over {IDLE_S:.0f} s: {100 * sum(idle) / IDLE_S:.1f} % of one core")
+    print(f"start {start_s:.1f} s (until /health answers), stop {stop_s:.1f} s (Ctrl-C until the command exited)")
 
 
 if __name__ == "__main__":
