@@ -27,6 +27,7 @@ import httpx2
 import openai
 import pytest
 
+from benchmarks.serve_load import WORDS as LOAD_WORDS
 from benchmarks.serve_process import ServeProcess
 from gpt2_onnx_runtimes import GenerationOptions, Gpt2Onnx
 from tests.helpers import invoke, one_error_line
@@ -34,35 +35,7 @@ from tests.helpers import invoke, one_error_line
 KEY = "serve-test-key"
 SERVED = Path(__file__).resolve().parents[1] / "fixtures" / "pydocs-micro-fp32"  # scripts/make_fixtures.py
 PROMPT = "The meaning of life is"
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "was",
-    "he",
-    "for",
-    "it",
-    "with",
-    "as",
-    "his",
-    "on",
-    "be",
-    "at",
-    "by",
-    "had",
-    "are",
-    "but",
-    "from",
-    "or",
-    "have",
-    "an",
-    "they",
-    "which",
-    "one",
-]
+WORDS = LOAD_WORDS[:27]  # the load's commonest words
 
 
 @pytest.fixture(scope="module")
