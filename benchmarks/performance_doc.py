@@ -182,6 +182,14 @@ KINDS = (
         "with the CPU seconds each part of the server used per round.",
     ),
     Kind(
+        "-serve-ray-paths-int4",
+        "Serving with Serve's proxy calling over gRPC, or one event loop in the replica, int4",
+        '`python benchmarks/serve_options.py EXPORT --variant "serve=" --variant '
+        '"proxy-grpc=RAY_SERVE_PROXY_USE_GRPC=1" --variant "one-loop=RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD=0 '
+        "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP=0\" --repeats 4`: two of Serve's own request paths beside its "
+        "default.",
+    ),
+    Kind(
         "-serve-peers-xeon",
         "Serving beside llama.cpp's server, on an Intel Xeon",
         "`SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh`: the run above on the other CPU this project meets "
