@@ -8,12 +8,14 @@ finishes is replaced by the next, as the 16 client threads do. The engine is dri
 (:meth:`BatchEngine.step`), timing its prefills, its joins and its batched decode steps. ``--profile`` runs it all
 under ONNX Runtime's profiler (slower) and adds kernel time by operator type per round, prompts and batched steps
 apart (a node whose first input has one position is a step's; the load's own runs count in the first round).
-``--width-cost`` then times batched steps of 16 rows over pasts of even widths (no padding), fits their
-milliseconds to a line in the width, and prices the round's padding at that line's slope: what attention
-without the batch's padding (rows of their own lengths) would save.
+``--logprobs-cost`` runs each round a second time right after (or before: the order alternates) with every request
+asking for its tokens' log-probabilities (``logprobs: 0``), which the engine otherwise skips, and reports the
+tokens/s of both and their ratio per round. ``--width-cost`` then times batched steps of 16 rows over pasts of
+even widths (no padding), fits their milliseconds to a line in the width, and prices the round's padding at that
+line's slope: what attention without the batch's padding (rows of their own lengths) would save.
 
     python benchmarks/serve_engine_round.py EXPORT [--kv-cache int8] [--prompt-kernel dynamic] [--profile] \
-        [--width-cost] > benchmarks/results/STAMP-serve-engine-round-NAME.txt
+        [--logprobs-cost] [--width-cost] > benchmarks/results/STAMP-serve-engine-round-NAME.txt
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +162,9 @@ def main() -> None:
     parser.add_argument("--prompt-kernel", default="export")
     parser.add_argument("--profile", action="store_true", help="every run under ONNX Runtime's profiler")
     parser.add_argument("--width-cost", action="store_true", help="price the steps' padding (see the docstring)")
+    parser.add_argument(
+        "--logprobs-cost", action="store_true", help="each round again asking for log-probabilities (docstring)"
+    )
     args = parser.parse_args()
     options = RuntimeOptions(intra_op_threads=args.threads, kv_cache=args.kv_cache, prompt_kernel=args.prompt_kernel)
     with tempfile.TemporaryDirectory(prefix="engine-round-") as folder:
@@ -176,6 +182,7 @@ def main() -> None:
         specs = [
             CompletionSpec(tuple(engine.tokenizer.encode(body["prompt"])), options_then) for body in requests(48, 32)
         ]
+        asking = [replace(spec, logprobs=0) for spec in specs]  # the same requests asking for log-probabilities
         machine = machine_now()
         print(
             f"{args.export.name}, {args.threads} threads, cache {args.kv_cache}, prompt kernel {args.prompt_kernel}: "
@@ -186,15 +193,29 @@ def main() -> None:
         padding = padding_counter(engine)
         timed_parts(engine, spent)
         one_round(engine, specs)  # warm-up
-        padded_positions = []
+        padded_positions: list[int] = []
+        ratios: list[float] = []  # --logprobs-cost: without ÷ with, per round
         for number in range(args.rounds):
+            asked = one_round(engine, asking) if args.logprobs_cost and number % 2 else None  # before, odd rounds
             spent.clear()
             padding[:] = [0, 0]
             wall, tokens = one_round(engine, specs)
             parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in spent.items())
             padded = f"{100 * padding[1] / max(1, padding[0]):.0f} % of the steps' attended positions padding"
-            print(f"round {number + 1}: {wall:.2f} s, {tokens / wall:.0f} tokens/s; {parts}; {padded}", flush=True)
+            line = f"round {number + 1}: {wall:.2f} s, {tokens / wall:.0f} tokens/s; {parts}; {padded}"
             padded_positions.append(padding[1])
+            if args.logprobs_cost:
+                asked_wall, asked_tokens = asked or one_round(engine, asking)  # after, even rounds
+                ratio = (tokens / wall) / (asked_tokens / asked_wall)
+                ratios.append(ratio)
+                line += (
+                    f"; asking log-probabilities {asked_tokens / asked_wall:.0f} tokens/s, without ÷ with {ratio:.3f}"
+                )
+            print(line, flush=True)
+        if ratios:
+            higher = sum(ratio > 1 for ratio in ratios)
+            median = float(np.median(ratios))
+            print(f"  without ÷ with log-probabilities: median {median:.3f}, higher in {higher} of {len(ratios)}")
         if args.width_cost:
             medians, fixed, per_position = width_cost(engine)
             by_width = ", ".join(f"{width}: {ms:.1f}" for width, ms in medians.items())

@@ -190,6 +190,18 @@ def test_greedy_logprobs_are_the_models_log_softmax(model: Gpt2Onnx, engine: Bat
     assert update.logprob == pytest.approx(expected[best[0]], abs=1e-4)
 
 
+def test_log_probabilities_are_computed_only_for_requests_that_want_them(model: Gpt2Onnx, engine: BatchEngine) -> None:
+    """A request that reports none and ranks no draws gets NaN (the pass over the vocabulary skipped); one asking
+    for them, or drawing more than it returns (best_of), gets them, with the same tokens."""
+    plain, reported = spec(model, PROMPTS[1], 3), spec(model, PROMPTS[1], 3, logprobs=0)
+    ranked = spec(model, PROMPTS[1], 3, do_sample=True, seed=3, best_of=2, num_return_sequences=1)
+    assert (plain.wants_logprobs, reported.wants_logprobs, ranked.wants_logprobs) == (False, True, True)
+    without, with_them, drawn = drive(engine, [(0, plain), (0, reported), (0, ranked)])
+    assert tokens(without) == tokens(with_them)
+    assert all(isinstance(u, ChoiceUpdate) and np.isnan(u.logprob) for u in without)
+    assert all(isinstance(u, ChoiceUpdate) and np.isfinite(u.logprob) for u in with_them + drawn)
+
+
 def test_rows_beyond_max_rows_wait_their_turn(model: Gpt2Onnx, tiny_export: Path) -> None:
     engine = BatchEngine.load(tiny_export, options=EngineOptions(max_rows=2))
     schedule = [(0, spec(model, p, 6)) for p in PROMPTS]

@@ -47,11 +47,17 @@ class CompletionSpec:
     def choices(self) -> int:
         return self.options.sequences_drawn
 
+    @property
+    def wants_logprobs(self) -> bool:
+        """Whether its tokens' log-probabilities are needed: reported (``logprobs``), or ranking ``best_of`` draws."""
+        return self.logprobs is not None or self.options.sequences_drawn > self.options.num_return_sequences
+
 
 @dataclass(frozen=True)
 class ChoiceUpdate:
-    """One step of one choice: the token chosen, its log-probability (and alternatives, when asked for), the text
-    it released (possibly empty) and, on the choice's last update, why it ended and its whole text."""
+    """One step of one choice: the token chosen, its log-probability (NaN unless the request wants them:
+    :attr:`CompletionSpec.wants_logprobs`; alternatives when asked for), the text it released (possibly empty) and,
+    on the choice's last update, why it ended and its whole text."""
 
     choice: int
     token_id: int

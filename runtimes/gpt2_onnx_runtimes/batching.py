@@ -225,7 +225,7 @@ class BatchEngine:
             runner = KvCacheRunner(self.loaded, capacity=ids.shape[1])
             logits = runner.prefill(ids, mask, position_ids(mask))[0]  # (V,)
             eos, _ = special_tokens(self.loaded, spec.options)
-            choose = TokenChooser(spec.options, eos, top=spec.logprobs or 0)
+            choose = TokenChooser(spec.options, eos, top=spec.logprobs or 0, logprobs=spec.wants_logprobs)
             end = EndRule(spec.options, eos, self.tokenizer)
             rows = new_rows([spec.prompt_ids], spec.options, ticket.seed)
             with_top = spec.logprobs is not None
