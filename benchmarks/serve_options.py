@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
 from benchmarks.serve_peers import Outcomes, machine_now, one_round  # noqa: E402
-from benchmarks.serve_process import ServeProcess  # noqa: E402
+from benchmarks.serve_process import REPLICA_PREFIX, ServeProcess, cpu_seconds  # noqa: E402
 from benchmarks.serve_without_ray import OPTION as WITHOUT_RAY  # noqa: E402
 from benchmarks.serve_without_ray import AppWithoutRay  # noqa: E402
 
@@ -60,7 +60,7 @@ def server_for(export: Path, logs: Path, options: list[str]) -> ServeProcess:
 
 # Process titles → the part of a served round each stands for (the rest of the server's processes: Ray's own).
 ROLES = (
-    ("ray::ServeReplica", "replica"),
+    (REPLICA_PREFIX, "replica"),
     ("ray::ProxyActor", "Serve proxy"),
     ("ray::ServeController", "Serve controller"),
 )
@@ -82,14 +82,12 @@ def role(process: psutil.Process, command_pid: int) -> str:
 
 def cpu_by_role(server: ServeProcess) -> dict[str, float]:
     """CPU seconds so far of the server's processes by role, and this process's (the clients') own."""
-    found: dict[str, float] = {LOAD_GENERATOR: sum(psutil.Process().cpu_times()[:2])}
+    found: dict[str, float] = {LOAD_GENERATOR: cpu_seconds(psutil.Process()) or 0.0}
     for process in [psutil.Process(server.pid), *server.descendants()]:
-        try:
-            seconds = sum(process.cpu_times()[:2])  # user + system
-        except psutil.Error:
-            continue
-        name = role(process, server.pid)
-        found[name] = found.get(name, 0.0) + seconds
+        seconds = cpu_seconds(process)
+        if seconds is not None:
+            name = role(process, server.pid)
+            found[name] = found.get(name, 0.0) + seconds
     return found
 
 

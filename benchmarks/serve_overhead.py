@@ -20,20 +20,9 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.serve_process import ServeProcess  # noqa: E402  # after the path
+from benchmarks.serve_process import ServeProcess, cpu_seconds  # noqa: E402  # after the path
 
 IDLE_S = 10.0
-
-
-def cpu_seconds(processes: list[psutil.Process]) -> float:
-    total = 0.0
-    for process in processes:
-        try:
-            times = process.cpu_times()
-            total += times.user + times.system
-        except psutil.Error:
-            continue
-    return total
 
 
 def main() -> None:
@@ -46,9 +35,9 @@ def main() -> None:
         try:
             time.sleep(5)  # past the start's own work
             processes = [psutil.Process(server.pid), *server.descendants()]
-            before = [cpu_seconds([process]) for process in processes]
+            before = [cpu_seconds(process) or 0.0 for process in processes]
             time.sleep(IDLE_S)
-            idle = [cpu_seconds([process]) - was for process, was in zip(processes, before, strict=True)]
+            idle = [(cpu_seconds(process) or was) - was for process, was in zip(processes, before, strict=True)]
             rows = []
             for process, cpu in zip(processes, idle, strict=True):
                 try:

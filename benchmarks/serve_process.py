@@ -22,6 +22,15 @@ REPLICA_PREFIX = "ray::ServeReplica"  # the process title Ray gives a Serve repl
 READY_LINE = "Press Ctrl-C to stop."  # what serve prints once the application is running
 
 
+def cpu_seconds(process: psutil.Process) -> float | None:
+    """User + system CPU seconds of ``process`` so far; None once it has gone."""
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return None
+    return float(times.user + times.system)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
