@@ -70,7 +70,7 @@ OTHERS = "Ray's other processes"
 IDLE = "unused"  # the cores' seconds none of the above used
 
 
-def role(process: psutil.Process, command_pid: int) -> str:
+def role_of(process: psutil.Process, command_pid: int) -> str:
     if process.pid == command_pid:
         return COMMAND
     try:
@@ -86,7 +86,7 @@ def cpu_by_role(server: ServeProcess) -> dict[str, float]:
     for process in [psutil.Process(server.pid), *server.descendants()]:
         seconds = cpu_seconds(process)
         if seconds is not None:
-            name = role(process, server.pid)
+            name = role_of(process, server.pid)
             found[name] = found.get(name, 0.0) + seconds
     return found
 
