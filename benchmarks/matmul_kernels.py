@@ -155,7 +155,7 @@ def machine_sentence(before: dict[str, Any], after: dict[str, Any]) -> str:
     return (
         f"Machine: {before['cpu']}, {before['physical_cores']} cores ({cpu_features()}); load average "
         f"{before['load_average']} before, {after['load_average']} after (shared machine: the ratios, not the "
-        f"milliseconds, carry over). Versions: {versions}."
+        f"milliseconds, carry over). Versions: {versions}; ONNX Runtime loaded: {after['onnxruntime_loaded']}."
     )
 
 
@@ -166,6 +166,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--suffix", default="", help="appended to the results' kind, e.g. --suffix=-xeon")
+    parser.add_argument("--results", type=Path, default=REPO / "benchmarks" / "results", help="where to write")
     args = parser.parse_args()
     variants = args.variants.split(",")
     before = machine_info("cpu")
@@ -182,7 +183,7 @@ def main() -> None:
         f"{args.threads} intra-op threads, spinning off, {args.rounds} interleaved rounds (order rotated), medians; "
         "× is each round's time ÷ the first kernel's in the same round. " + machine_sentence(before, after),
     ]
-    print(save_result(REPO / "benchmarks" / "results", "-kernels" + args.suffix, "\n".join(text) + "\n", raw))
+    print(save_result(args.results, "-kernels" + args.suffix, "\n".join(text) + "\n", raw))
     print("\n".join(text))
 
 

@@ -94,6 +94,14 @@ KINDS = (
         "(DynamicQuantizeMatMul's QGEMM) needs int8 weights.",
     ),
     Kind(
+        "-kernels-onnxruntime-release",
+        "The matrix products in another ONNX Runtime release",
+        "`python benchmarks/onnxruntime_release_kernels.py DIR`: the same 48 projections at 128, 16 and 1 rows in "
+        "the installed ONNX Runtime and in another release (DIR, a `pip install --no-deps --target` of it), a "
+        "process each, the order swapping pair by pair: whether a release's kernels change the targets that "
+        "MatMulNBits keeps from being met.",
+    ),
+    Kind(
         "-gqa-cache",
         "The decode step's attention by KV cache format",
         "`python benchmarks/gqa_cache_formats.py`: GPT-2-small's 12 decode-step GroupQueryAttention nodes alone "

@@ -72,3 +72,39 @@ def test_op_profile_splits_prefill_and_decode_with_runtime_options(
     assert "DynamicQuantizeMatMul" in prefill and "DynamicQuantizeMatMul" not in decode  # the prompt's session
     assert "MatMulNBits" in decode and "GroupQueryAttention" in decode
     assert summary["wall_ms_median"]["decode"] > 0
+
+
+def test_release_kernels_pairs_each_release_s_run_with_the_installed_one_s() -> None:
+    from onnxruntime_release_kernels import table
+
+    runs = {  # {release: [one process's {M: {kernel: median ms}}, ...]}, the pairs in order
+        "1.0": [{"128": {"a": 10.0, "b": 4.0}}, {"128": {"a": 20.0, "b": 4.0}}, {"128": {"a": 10.0, "b": 4.0}}],
+        "2.0": [{"128": {"a": 5.0, "b": 5.0}}, {"128": {"a": 30.0, "b": 4.0}}, {"128": {"a": 9.0, "b": 6.0}}],
+    }
+    head, rule, a, b = table(runs, ("1.0", "2.0"), ["a", "b"])
+    assert head == "| kernel | M = 128: 1.0 ms | 2.0 ms | ÷ (no larger) |" and rule == "|---|---:|---:|---:|"
+    assert a == "| a | 10.0 | 9.0 | 0.900 (2/3) |"  # ratios 0.5, 1.5, 0.9: paired per pair, not medians divided
+    assert b == "| b | 4.0 | 5.0 | 1.250 (1/3) |"
+
+
+def test_release_kernels_refuses_a_folder_without_onnxruntime(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "onnxruntime_release_kernels.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert f"{tmp_path} holds no onnxruntime package" in done.stderr
+
+
+def test_a_benchmark_states_the_onnxruntime_it_loaded() -> None:
+    import onnxruntime
+
+    from gpt2_onnx.app.bench.environment import loaded_onnxruntime, machine_info
+
+    assert loaded_onnxruntime() == onnxruntime.__version__
+    assert machine_info("cpu")["onnxruntime_loaded"] == onnxruntime.__version__
