@@ -198,6 +198,14 @@ KINDS = (
         "default.",
     ),
     Kind(
+        "-serve-malloc-int4",
+        "Serving with freed memory kept in the process, int4",
+        '`python benchmarks/serve_options.py EXPORT --variant "serve=" --variant "malloc-kept='
+        'MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1073741824" --repeats 4`: glibc keeping freed memory '
+        "instead of giving it back (the trim threshold at 1 GiB; the 256 MiB mmap threshold is beyond glibc's 32 MiB "
+        "limit, so glibc ignores it) beside the default.",
+    ),
+    Kind(
         "-serve-peers-xeon",
         "Serving beside llama.cpp's server, on an Intel Xeon",
         "`SUFFIX=serve-peers-xeon benchmarks/serve_peers.sh`: the run above on the other CPU this project meets "
