@@ -7,7 +7,7 @@ end-of-text token ignored so that every request runs its 32), 16 of them in flig
 finishes is replaced by the next, as the 16 client threads do. The engine is driven step by step on this thread
 (:meth:`BatchEngine.step`), timing its prefills, its joins and its batched decode steps. ``--profile`` runs it all
 under ONNX Runtime's profiler (slower) and adds kernel time by operator type per round, prompts and batched steps
-apart (a node whose first input has one position is a step's; the load's own runs count in the first round).
+apart (a run whose attention reads one new position is a step's; the load's own runs count in the first round).
 ``--logprobs-cost`` runs each round a second time right after (or before: the order alternates) with every request
 asking for its tokens' log-probabilities (``logprobs: 0``), which the engine otherwise skips, and reports the
 tokens/s of both and their ratio per round. ``--width-cost`` then times batched steps of 16 rows over pasts of
@@ -21,6 +21,7 @@ line's slope: what attention without the batch's padding (rows of their own leng
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import sys
 import tempfile
@@ -135,17 +136,47 @@ def width_cost(engine: BatchEngine, repeats: int = 3) -> tuple[dict[int, float],
     return medians, float(intercept), float(slope)
 
 
+_ATTENTION_OPS = frozenset({"GroupQueryAttention", "MultiHeadAttention", "Attention"})
+
+
+def _first_dims(event: dict[str, Any]) -> list[Any]:
+    """The dims of a node event's first input ([] where the profile has none)."""
+    shapes = event.get("args", {}).get("input_type_shape") or [{}]
+    return list(next(iter(shapes[0].values()), []))
+
+
 def kernel_times(profile: Path) -> dict[str, dict[str, float]]:
-    """ms per operator type, ``prompt`` and ``step`` apart, from one ONNX Runtime profile."""
+    """ms per operator type, ``prompt`` and ``step`` apart, from one ONNX Runtime profile.
+
+    Each node counts with the run it ran in (the ``model_run`` event whose span holds it), and a run is a step's
+    when its attention reads one new position ((B, 1, ·) first input). Not node by node: in a prompt's run the
+    last layer past its attention runs on the last position alone, (B, 1, d), and the head's input is (B, d) in
+    every run (``gpt2_onnx_runtimes.generation_graph``). A run without an attention node falls back to the node's
+    own first input."""
+    events = json.loads(profile.read_text())
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e["name"] == "model_run"
+    )
+    starts = [start for start, _ in spans]
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+
+    def run_of(event: dict[str, Any]) -> int | None:
+        index = bisect.bisect_right(starts, event["ts"]) - 1
+        return index if index >= 0 and event["ts"] <= spans[index][1] else None
+
+    def one_position(dims: list[Any]) -> bool:
+        return len(dims) >= 2 and dims[1] == 1
+
+    run_is_step: dict[int | None, bool] = {}
+    for event in nodes:
+        run = run_of(event)
+        if run is not None and run not in run_is_step and event["args"].get("op_name") in _ATTENTION_OPS:
+            run_is_step[run] = one_position(_first_dims(event))
     found: dict[str, dict[str, float]] = {"prompt": {}, "step": {}}
-    for event in json.loads(profile.read_text()):
-        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
-            continue
-        arguments = event.get("args", {})
-        shapes = arguments.get("input_type_shape") or [{}]
-        first: list[Any] = next(iter(shapes[0].values()), [])
-        part = "step" if len(first) >= 2 and first[1] == 1 else "prompt"
-        op = arguments.get("op_name", "?")
+    for event in nodes:
+        step = run_is_step.get(run_of(event))
+        part = "step" if (one_position(_first_dims(event)) if step is None else step) else "prompt"
+        op = event["args"].get("op_name", "?")
         found[part][op] = found[part].get(op, 0.0) + event["dur"] / 1000
     return {
         part: {op: round(ms, 1) for op, ms in sorted(ops.items(), key=lambda item: -item[1])}

@@ -85,3 +85,34 @@ def test_serve_options_reports_cpu_seconds_per_round_by_role(monkeypatch: pytest
     text = options.table(results | {"cpu_per_round": medians})
     assert "| CPU seconds per round | replica | Serve proxy | load generator | unused |" in text
     assert "| a | 6.00 | 0.17 | 0.50 | 0.33 |" in text
+
+
+def test_kernel_times_counts_each_node_with_its_run(tmp_path: Path) -> None:
+    """A prompt's last layer runs on one position and the head's input is 2-D in every run: the run's attention,
+    not the node's own input, says whether it was a prompt's or a step's."""
+    import json
+
+    from benchmarks.serve_engine_round import kernel_times
+
+    def node(op: str, ts: int, dims: list[int], dur: int = 1000) -> dict[str, object]:
+        shape = {"args": {"op_name": op, "input_type_shape": [{"float": dims}]}}
+        return {"cat": "Node", "name": f"{op}_{ts}_kernel_time", "ts": ts, "dur": dur, **shape}
+
+    events = [
+        {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},  # a 5-token prompt
+        node("MatMulNBits", 10, [1, 5, 64]),
+        node("GroupQueryAttention", 20, [1, 5, 192]),
+        node("MatMulNBits", 30, [1, 1, 64]),  # the last layer past its attention: the last position alone
+        node("MatMulNBits", 40, [1, 64], dur=2000),  # the head
+        {"cat": "Session", "name": "model_run", "ts": 200, "dur": 100},  # a step of 16 rows
+        node("MatMulNBits", 210, [16, 1, 64]),
+        node("GroupQueryAttention", 220, [16, 1, 192]),
+        node("MatMulNBits", 240, [16, 64], dur=4000),  # the head
+        node("Gemm", 400, [16, 1, 64]),  # outside every run: its own input decides
+    ]
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps(events))
+    assert kernel_times(profile) == {
+        "prompt": {"MatMulNBits": 4.0, "GroupQueryAttention": 1.0},
+        "step": {"MatMulNBits": 5.0, "GroupQueryAttention": 1.0, "Gemm": 1.0},
+    }
