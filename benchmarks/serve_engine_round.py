@@ -137,6 +137,7 @@ def width_cost(engine: BatchEngine, repeats: int = 3) -> tuple[dict[int, float],
 
 
 _ATTENTION_OPS = frozenset({"GroupQueryAttention", "MultiHeadAttention", "Attention"})
+_CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})  # the profile times their subgraphs' nodes on their own too
 
 
 def _first_dims(event: dict[str, Any]) -> list[Any]:
@@ -152,13 +153,20 @@ def kernel_times(profile: Path) -> dict[str, dict[str, float]]:
     when its attention reads one new position ((B, 1, ·) first input). Not node by node: in a prompt's run the
     last layer past its attention runs on the last position alone, (B, 1, d), and the head's input is (B, d) in
     every run (``gpt2_onnx_runtimes.generation_graph``). A run without an attention node falls back to the node's
-    own first input."""
+    own first input. Control-flow nodes (the single-row head's If) are left out: their time is their subgraphs'
+    nodes', which count themselves."""
     events = json.loads(profile.read_text())
     spans = sorted(
         (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e["name"] == "model_run"
     )
     starts = [start for start, _ in spans]
-    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    nodes = [
+        e
+        for e in events
+        if e.get("cat") == "Node"
+        and e["name"].endswith("_kernel_time")
+        and e["args"].get("op_name") not in _CONTROL_FLOW_OPS
+    ]
 
     def run_of(event: dict[str, Any]) -> int | None:
         index = bisect.bisect_right(starts, event["ts"]) - 1

@@ -107,6 +107,7 @@ def test_kernel_times_counts_each_node_with_its_run(tmp_path: Path) -> None:
         {"cat": "Session", "name": "model_run", "ts": 200, "dur": 100},  # a step of 16 rows
         node("MatMulNBits", 210, [16, 1, 64]),
         node("GroupQueryAttention", 220, [16, 1, 192]),
+        node("If", 235, [], dur=4500),  # the head's If: its time is the nodes' of its branch
         node("MatMulNBits", 240, [16, 64], dur=4000),  # the head
         node("Gemm", 400, [16, 1, 64]),  # outside every run: its own input decides
     ]
