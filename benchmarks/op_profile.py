@@ -7,8 +7,9 @@ prefill and decode apart. Used to find out which fusions pay on the CPU provider
 Prefill figures are per prompt (every chunk of a long one), decode figures per step.
 
 Each export is profiled in a process of its own, the exports' rounds alternating, so that machine load falls on
-all alike. Kernel times are ONNX Runtime's ``*_kernel_time`` events; their sum per run is below the wall time by
-the session's own overhead (binding, allocation, thread hand-offs), printed beside it.
+all alike. Kernel times are ONNX Runtime's ``*_kernel_time`` events, less those of control-flow nodes (an fp32
+export's single-row head is an If, whose branch's MatMul is timed on its own); their sum per run is below the wall
+time by the session's own overhead (binding, allocation, thread hand-offs), printed beside it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "exporters", "runtimes")]  # this checkout's packages
 
 from gpt2_onnx_core.layouts import KV_CACHE_FORMATS, PROMPT_KERNELS  # noqa: E402  # after the path
+
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})  # the profile times their subgraphs' nodes on their own too
 
 _CHILD = """
 import json, sys, time
@@ -124,6 +127,8 @@ def _per_op(
         starts = sorted(e["ts"] for e in file_events if e.get("name") == "model_run")
         for event in file_events:
             if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+                continue
+            if event["args"].get("op_name") in CONTROL_FLOW_OPS:  # counted once, as its branch's nodes
                 continue
             index = bisect.bisect_right(starts, event["ts"]) - 1
             phase = phases[index] if index >= 0 else "load"  # before the first run: none of the generations'

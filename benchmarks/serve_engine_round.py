@@ -36,7 +36,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / folder) for folder in ("", "core", "runtimes")]  # this checkout's packages
 
-from benchmarks.serve_load import requests  # noqa: E402  # after the path
+from benchmarks.op_profile import CONTROL_FLOW_OPS  # noqa: E402  # after the path
+from benchmarks.serve_load import requests  # noqa: E402
 from benchmarks.serve_peers import machine_now  # noqa: E402
 from gpt2_onnx_runtimes import session as session_module  # noqa: E402
 from gpt2_onnx_runtimes.batch_requests import CompletionSpec, Update  # noqa: E402
@@ -137,7 +138,6 @@ def width_cost(engine: BatchEngine, repeats: int = 3) -> tuple[dict[int, float],
 
 
 _ATTENTION_OPS = frozenset({"GroupQueryAttention", "MultiHeadAttention", "Attention"})
-_CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})  # the profile times their subgraphs' nodes on their own too
 
 
 def _first_dims(event: dict[str, Any]) -> list[Any]:
@@ -165,7 +165,7 @@ def kernel_times(profile: Path) -> dict[str, dict[str, float]]:
         for e in events
         if e.get("cat") == "Node"
         and e["name"].endswith("_kernel_time")
-        and e["args"].get("op_name") not in _CONTROL_FLOW_OPS
+        and e["args"].get("op_name") not in CONTROL_FLOW_OPS
     ]
 
     def run_of(event: dict[str, Any]) -> int | None:

@@ -74,6 +74,22 @@ def test_op_profile_splits_prefill_and_decode_with_runtime_options(
     assert summary["wall_ms_median"]["decode"] > 0
 
 
+def test_op_profile_counts_the_single_row_head_once(shared_export: Callable[..., Path], tmp_path: Path) -> None:
+    """fp32 with a tied head: a batch of one row multiplies the table inside an If, whose time is its branch's
+    MatMul; the If itself is not counted beside it."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "profile.json"
+    command = [sys.executable, str(REPO / "benchmarks" / "op_profile.py"), str(shared_export(precision="fp32"))]
+    command += ["--rounds", "1", "--new-tokens", "3", "--threads", "1", "--prompt", "8", "--json", str(out)]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=300)
+    (summary,) = json.loads(out.read_text()).values()
+    for phase in ("prefill", "decode"):
+        assert "If" not in summary["kernel_ms"][phase] and "MatMul" in summary["kernel_ms"][phase]
+
+
 def test_release_kernels_pairs_each_release_s_run_with_the_installed_one_s() -> None:
     from onnxruntime_release_kernels import table
 
