@@ -2,7 +2,8 @@
 set answers more tokens per second on this machine.
 
 Each repeat starts one server per option set in turn (the order rotating between repeats, so that neither always
-follows the other), sends one warm-up round, then ``--rounds`` rounds, and stops it: one server up at a time, so
+follows the other), sends one warm-up round (``--warm-up`` requests, a whole round's by default), then ``--rounds``
+rounds, and stops it: one server up at a time, so
 that an idle one takes nothing from the other. The requests and clients are ``benchmarks/serve_peers.py``'s: 48
 prompts of 8..120 words, greedy, 32 tokens at most, not streamed, from 16 client threads.
 
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
-from benchmarks.serve_peers import Outcomes, machine_now, one_round  # noqa: E402
+from benchmarks.serve_peers import WARM_UP_HELP, Outcomes, machine_now, one_round  # noqa: E402
 from benchmarks.serve_process import REPLICA_PREFIX, ServeProcess, cpu_seconds  # noqa: E402
 from benchmarks.serve_without_ray import OPTION as WITHOUT_RAY  # noqa: E402
 from benchmarks.serve_without_ray import AppWithoutRay  # noqa: E402
@@ -108,7 +109,13 @@ class Found:
 
 
 def measure(
-    export: Path, variants: dict[str, list[str]], bodies: list[dict[str, Any]], clients: int, rounds: int, repeats: int
+    export: Path,
+    variants: dict[str, list[str]],
+    bodies: list[dict[str, Any]],
+    clients: int,
+    rounds: int,
+    repeats: int,
+    warm_up: int | None = None,
 ) -> Found:
     """tokens/s per round, and CPU seconds per round by role, per repeat, per option set."""
     found = Found({name: [] for name in variants}, {name: [] for name in variants})
@@ -119,7 +126,7 @@ def measure(
             with tempfile.TemporaryDirectory(prefix="serve-options-") as logs:
                 server = server_for(export, Path(logs), variants[name]).start()
                 try:
-                    one_round(server.url, bodies[:clients], clients, {}, Outcomes("warm-up"))
+                    one_round(server.url, bodies[:warm_up], clients, {}, Outcomes("warm-up"))
                     outcomes = Outcomes(name)
                     before, start = cpu_by_role(server), time.perf_counter()
                     for _ in range(rounds):
@@ -182,7 +189,8 @@ def table(results: dict[str, Any]) -> str:
         "",
         f"`gpt2-onnx serve` (one replica, 2 threads, 16 rows) with each option set ({WITHOUT_RAY}: the same app and "
         "engine under uvicorn alone, no Ray Serve), one server up at a time, "
-        f"{settings['repeats']} repeats rotating the order, each a warm-up round then {settings['rounds']} rounds of "
+        f"{settings['repeats']} repeats rotating the order, each a warm-up round of {settings.get('warm_up') or 16} "
+        f"requests then {settings['rounds']} rounds of "
         f"{settings['requests']} requests (prompts of 8..120 words, greedy, {settings['max_tokens']} tokens at most) "
         f"from {settings['clients']} client threads; tokens/s: the completion tokens the server reports over the "
         "round's wall time; ×: the median over repeats of the repeat's mean tokens/s ÷ the first option set's. "
@@ -222,6 +230,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per server start")
     parser.add_argument("--repeats", type=int, default=3, help="server starts per option set")
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--warm-up", type=int, help=WARM_UP_HELP)
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write (and .md beside it)")
     args = parser.parse_args()
     if any("=" not in given for given in args.variant):
@@ -231,12 +240,15 @@ def main() -> None:
         parser.error("give at least two --variant, with different names")
     machine = machine_now()
     bodies = requests(args.requests, args.max_tokens)
-    found = measure(args.export, variants, bodies, args.clients, args.rounds, args.repeats)
+    args.warm_up = args.warm_up or args.requests
+    found = measure(args.export, variants, bodies, args.clients, args.rounds, args.repeats, args.warm_up)
     machine["load_after"] = os.getloadavg()
     results = {
         "export": args.export.name,
         "options": {name: " ".join(options) for name, options in variants.items()},
-        "settings": {k: getattr(args, k) for k in ("clients", "requests", "rounds", "repeats", "max_tokens")},
+        "settings": {
+            k: getattr(args, k) for k in ("clients", "requests", "rounds", "repeats", "max_tokens", "warm_up")
+        },
         "machine": machine,
         "variants": summary(found.tokens),
         "cpu_per_round": cpu_summary(found.cpu),
