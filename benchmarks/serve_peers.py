@@ -178,9 +178,10 @@ def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[
 
 # What each server is sent beside the OpenAI fields: llama-server's prompt cache off (see the module docstring).
 EXTRA = {"gpt2-onnx": {}, "llama.cpp": {"cache_prompt": False}}
-# A server's first round of requests it has not seen is slower than the next (new prompt lengths and batch shapes):
-# after a warm-up of 16 requests, ours answered its first timed round 8-12 % slower in 11 of 12 starts; after a whole
-# round, not (docs/serving.md). So a warm-up is a whole round unless asked otherwise; runs before 2026-12-05 used 16.
+# A server's first round of requests it has not seen is slower than the next: after a warm-up of 16 requests, ours
+# answered its first timed round below 0.97x the next two rounds' mean in 44 of 52 starts (median 0.91x; int4,
+# serve_options runs of 2026-12-05); after a whole round, much less (docs/serving.md). So a warm-up is a whole round
+# unless asked otherwise; runs before 2026-12-05 used 16.
 WARM_UP_HELP = "requests in the warm-up round before the timed ones [all of a round's]; runs before 2026-12-05 used 16"
 
 
