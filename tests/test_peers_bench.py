@@ -427,33 +427,3 @@ def test_growth_is_over_the_run_of_as_many_steps_where_the_decode_prompt_is_a_co
     )
     assert lines[2].endswith("| 1.75× (1.50–2.00) |")
     assert "over after 128 in the run of 16 new tokens, as many steps as after 1,000" in lines[-1]
-
-
-def test_serve_peers_warms_each_server_with_a_whole_round_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first round of requests a server has not seen is its slowest, so the warm-up sends all of a round's
-    requests by default; ``warm_up`` sends its first N (runs before 2026-12-05: 16)."""
-    import benchmarks.serve_peers as serve_peers
-
-    sent: list[tuple[str, str, int]] = []
-
-    class Stand:
-        def __init__(self, url: str) -> None:
-            self.url = url
-
-        def start(self) -> None: ...
-
-        def stop(self) -> None: ...
-
-    def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[str, Any], into: Any) -> None:
-        sent.append((url, into.system, len(bodies)))
-
-    monkeypatch.setattr(serve_peers, "one_round", one_round)
-    monkeypatch.setattr(serve_peers.time, "sleep", lambda seconds: None)
-    servers: dict[str, Any] = {"gpt2-onnx": Stand("ours"), "llama.cpp": Stand("theirs")}
-    bodies = [{"prompt": str(n)} for n in range(48)]
-    serve_peers.measure_pair(servers, bodies, clients=16, rounds=2)
-    assert sent[:2] == [("ours", "warm-up", 48), ("theirs", "warm-up", 48)]
-    assert sorted(sent[2:]) == [("ours", "gpt2-onnx", 48)] * 2 + [("theirs", "llama.cpp", 48)] * 2
-    sent.clear()
-    serve_peers.measure_pair(servers, bodies, clients=16, rounds=1, warm_up=16)
-    assert sent[:2] == [("ours", "warm-up", 16), ("theirs", "warm-up", 16)]

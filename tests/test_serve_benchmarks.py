@@ -1,9 +1,11 @@
-"""The serving benchmarks' own machinery on the tiny export: the app without Ray Serve that serve_options puts
-beside ``gpt2-onnx serve``, and serve_engine_round's price of the batch's padding. No timing is asserted."""
+"""The serving benchmarks' own machinery: the app without Ray Serve that serve_options puts beside ``gpt2-onnx
+serve``, serve_engine_round's price of the batch's padding and its profile split (on the tiny export or a profile
+written here), and serve_peers' warm-up. No timing is asserted."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import numpy as np
@@ -117,3 +119,33 @@ def test_kernel_times_counts_each_node_with_its_run(tmp_path: Path) -> None:
         "prompt": {"MatMulNBits": 4.0, "GroupQueryAttention": 1.0},
         "step": {"MatMulNBits": 5.0, "GroupQueryAttention": 1.0, "Gemm": 1.0},
     }
+
+
+def test_serve_peers_warms_each_server_with_a_whole_round_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first round of requests a server has not seen is its slowest, so the warm-up sends all of a round's
+    requests by default; ``warm_up`` sends its first N (runs before 2026-12-05: 16)."""
+    import benchmarks.serve_peers as serve_peers
+
+    sent: list[tuple[str, str, int]] = []
+
+    class Stand:
+        def __init__(self, url: str) -> None:
+            self.url = url
+
+        def start(self) -> None: ...
+
+        def stop(self) -> None: ...
+
+    def one_round(url: str, bodies: list[dict[str, Any]], clients: int, extra: dict[str, Any], into: Any) -> None:
+        sent.append((url, into.system, len(bodies)))
+
+    monkeypatch.setattr(serve_peers, "one_round", one_round)
+    monkeypatch.setattr(serve_peers.time, "sleep", lambda seconds: None)
+    servers: dict[str, Any] = {"gpt2-onnx": Stand("ours"), "llama.cpp": Stand("theirs")}
+    bodies = [{"prompt": str(n)} for n in range(48)]
+    serve_peers.measure_pair(servers, bodies, clients=16, rounds=2)
+    assert sent[:2] == [("ours", "warm-up", 48), ("theirs", "warm-up", 48)]
+    assert sorted(sent[2:]) == [("ours", "gpt2-onnx", 48)] * 2 + [("theirs", "llama.cpp", 48)] * 2
+    sent.clear()
+    serve_peers.measure_pair(servers, bodies, clients=16, rounds=1, warm_up=16)
+    assert sent[:2] == [("ours", "warm-up", 16), ("theirs", "warm-up", 16)]
