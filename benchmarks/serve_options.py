@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_load import requests  # noqa: E402  # after the path
-from benchmarks.serve_peers import WARM_UP_HELP, Outcomes, machine_now, one_round  # noqa: E402
+from benchmarks.serve_peers import WARM_UP_HELP, Outcomes, machine_now, one_round, warm_up_requests  # noqa: E402
 from benchmarks.serve_process import REPLICA_PREFIX, ServeProcess, cpu_seconds  # noqa: E402
 from benchmarks.serve_without_ray import OPTION as WITHOUT_RAY  # noqa: E402
 from benchmarks.serve_without_ray import AppWithoutRay  # noqa: E402
@@ -189,7 +189,7 @@ def table(results: dict[str, Any]) -> str:
         "",
         f"`gpt2-onnx serve` (one replica, 2 threads, 16 rows) with each option set ({WITHOUT_RAY}: the same app and "
         "engine under uvicorn alone, no Ray Serve), one server up at a time, "
-        f"{settings['repeats']} repeats rotating the order, each a warm-up round of {settings.get('warm_up') or 16} "
+        f"{settings['repeats']} repeats rotating the order, each a warm-up round of {warm_up_requests(settings)} "
         f"requests then {settings['rounds']} rounds of "
         f"{settings['requests']} requests (prompts of 8..120 words, greedy, {settings['max_tokens']} tokens at most) "
         f"from {settings['clients']} client threads; tokens/s: the completion tokens the server reports over the "

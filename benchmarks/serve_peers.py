@@ -183,6 +183,12 @@ EXTRA = {"gpt2-onnx": {}, "llama.cpp": {"cache_prompt": False}}
 # serve_options runs of 2026-12-05); after a whole round, much less (docs/serving.md). So a warm-up is a whole round
 # unless asked otherwise; runs before 2026-12-05 used 16.
 WARM_UP_HELP = "requests in the warm-up round before the timed ones [all of a round's]; runs before 2026-12-05 used 16"
+EARLIER_WARM_UP = 16  # the warm-up's requests in runs whose settings do not say (before 2026-12-05)
+
+
+def warm_up_requests(settings: dict[str, Any]) -> int:
+    """The requests a run's warm-up round sent, from its settings (runs before 2026-12-05 do not record it)."""
+    return int(settings.get("warm_up") or EARLIER_WARM_UP)
 
 
 def measure_pair(
@@ -229,7 +235,7 @@ def table(results: dict[str, Any]) -> str:
         "",
         f"{st['requests']} requests per round (prompts of {st['prompt_words']} words, greedy, {st['max_tokens']} "
         f"tokens at most), {st['clients']} client threads, {st['rounds']} rounds after a warm-up round of "
-        f"{st.get('warm_up') or 16} requests, the two servers alternating; tokens/s: the completion tokens the "
+        f"{warm_up_requests(st)} requests, the two servers alternating; tokens/s: the completion tokens the "
         "servers report over each round's wall time, the median "
         "over rounds. gpt2-onnx: `gpt2-onnx serve` defaults (1 replica, 2 threads sleeping while they wait, 16 "
         "rows). llama.cpp: "
