@@ -59,7 +59,7 @@ def _command_lines(text: str) -> list[tuple[str, list[str]]]:
 def test_scripts_and_docs_use_only_flags_that_exist() -> None:
     """A renamed flag (``export --seed`` became ``--weights-seed``) must not linger in a script or a document."""
     files = [*REPO.glob("benchmarks/*.sh"), *REPO.glob("scripts/*.sh"), REPO / "README.md", *REPO.glob("docs/*.md")]
-    files += [REPO / ".ci" / "run", *REPO.glob("examples/*/*.sh"), *REPO.glob("examples/*/README.md")]
+    files += [REPO / ".ci" / "run", *REPO.glob("clients/*/*.sh"), *REPO.glob("clients/*/README.md")]
     context = click.Context(cli)
     unknown, checked = [], 0
     for path in files:

@@ -1,4 +1,4 @@
-// The golden check, as examples/cpp/src/golden_check.cpp and runtimes/golden_check.py do it: for each case, prefill
+// The golden check, as clients/cpp/src/golden_check.cpp and runtimes/golden_check.py do it: for each case, prefill
 // the prompt and decode greedily for as many steps as the golden continuation has (end of text not special), and
 // require the same ids; the prompt's top-5 logits must match within the case's tolerance (else the file's); the last
 // step's logits through the KV cache must equal those recomputed without it; then all cases as one left-padded batch.

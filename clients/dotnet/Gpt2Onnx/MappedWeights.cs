@@ -2,7 +2,7 @@
 // weights_index states them) handed to both sessions as an initializer that points into the map, with prepacking
 // off. Left to itself, ONNX Runtime maps the file per session and prepacks each MatMul weight into a private copy
 // per session (GPT-2-small fp32: about 2.7 × the weights' bytes with both sessions loaded, measured with the C++
-// sample). The C++ twin is examples/cpp/src/mapped_weights.cpp; runtimes/shared_weights.py has the measurements
+// sample). The C++ twin is clients/cpp/src/mapped_weights.cpp; runtimes/shared_weights.py has the measurements
 // and the speed it trades.
 // Float32 exports only: quantized graphs need prepacking (MatMulNBits is many times slower without it).
 using System.IO.MemoryMappedFiles;

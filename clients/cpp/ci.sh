@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build the C++ consumer and run it against a fresh export, as CI does:
-#   1. ONNX Runtime and nlohmann/json into examples/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
+#   1. ONNX Runtime and nlohmann/json into clients/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
 #   2. python -m gpt2_onnx export --model checkpoints/pydocs-tiny (the trained checkpoint) into
-#      examples/cpp/build/export-tiny, and GPT-2-small dimensions
-#      at --precision int4 into examples/cpp/build/export-gpt2-int4 (quantized kernels differ between prompt and
+#      clients/cpp/build/export-tiny, and GPT-2-small dimensions
+#      at --precision int4 into clients/cpp/build/export-gpt2-int4 (quantized kernels differ between prompt and
 #      decode shapes only at realistic sizes)
 #   3. cmake configure + build, then ctest (unit tests, the golden checks, and a tampered golden that must fail)
 # Safe to run again; the build is incremental.
@@ -13,7 +13,7 @@
 #   GPT2_ONNX_EXPORT  an existing export folder to check instead of exporting checkpoints/pydocs-tiny
 #   GPT2_ONNX_EXPORT_QUANTIZED  an existing quantized export instead of exporting random:gpt2 --precision int4
 #                     ("none" skips that check)
-#   BUILD_DIR         build folder (default examples/cpp/build)
+#   BUILD_DIR         build folder (default clients/cpp/build)
 #   ORT_PACKAGE, ORT_VERSION, DEBIAN_SUITE, DEBIAN_MIRROR: see get-onnxruntime.sh
 set -euo pipefail
 

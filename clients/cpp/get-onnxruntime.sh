@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Put ONNX Runtime (library + C/C++ headers) and nlohmann/json (headers) under examples/cpp/third_party/, using
+# Put ONNX Runtime (library + C/C++ headers) and nlohmann/json (headers) under clients/cpp/third_party/, using
 # only the package registries (PyPI, Debian). Safe to run again: it does nothing when its stamp matches.
 #
 #   third_party/onnxruntime/lib/      libonnxruntime.so.1.<ver> from the PyPI wheel (onnxruntime/capi/), with the

@@ -28,7 +28,7 @@ void append_cuda(Ort::SessionOptions& options, int device_id) {
   if (std::find(providers.begin(), providers.end(), "CUDAExecutionProvider") == providers.end()) {
     throw ProviderError(
         "this ONNX Runtime build has no CUDA provider; use the onnxruntime-gpu build "
-        "(ORT_PACKAGE=onnxruntime-gpu examples/cpp/get-onnxruntime.sh)");
+        "(ORT_PACKAGE=onnxruntime-gpu clients/cpp/get-onnxruntime.sh)");
   }
   const OrtApi& api = Ort::GetApi();
   OrtCUDAProviderOptionsV2* raw = nullptr;
