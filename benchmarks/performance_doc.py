@@ -131,6 +131,14 @@ KINDS = (
         "AVX-512 FP16).",
     ),
     Kind(
+        "-clients-decode",
+        "The C++ and .NET clients' decode loops",
+        "`python3 benchmarks/clients_decode.py`: the C++ client (clients/cpp) and the .NET client (clients/dotnet) "
+        "on the committed fixtures, each through its own library's generation path and the same ONNX Runtime "
+        "native library from NuGet, a process each, the order swapping pair by pair: host time per token, prefill, "
+        "and the .NET client's managed bytes allocated per token.",
+    ),
+    Kind(
         "-beam",
         "Beam search",
         "`benchmarks/beam_search.sh`: 4 beams, gpt2-onnx's runtime against transformers' `generate` in one run.",
