@@ -1,6 +1,7 @@
 // Files are read through a Source (a folder in Node, a base URL in the browser) and checked against the manifest
 // (size, then sha256) before anything uses them.
-import { ChangedFileError, MissingFileError } from './errors.js';
+import { ChangedFileError, MissingFileError, NotAnExportError } from './errors.js';
+import { MANIFEST_FILE, parseManifest } from './manifest.js';
 
 /**
  * Where an export's files come from.
@@ -12,6 +13,16 @@ import { ChangedFileError, MissingFileError } from './errors.js';
  *
  * @typedef {(bytes: Uint8Array) => Promise<string>} Sha256  hex digest of the bytes
  */
+
+/**
+ * Read and parse the source's manifest.json (the one file no manifest lists).
+ * @param {Source} source @returns {Promise<import('./manifest.js').Manifest>}
+ */
+export async function readManifest(source) {
+  const bytes = await source.read(MANIFEST_FILE);
+  if (bytes === null) throw new NotAnExportError(`${source.where}: no ${MANIFEST_FILE}; this is not a gpt2-onnx export folder`);
+  return parseManifest(new TextDecoder().decode(bytes), source.where);
+}
 
 /**
  * Read one file the manifest lists and check its size and sha256.

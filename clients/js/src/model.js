@@ -2,9 +2,8 @@
 // a KV-cached decode loop. The ONNX Runtime module is injected, so onnxruntime-node and onnxruntime-web run the
 // same code (src/node.js, src/web.js).
 import { Tokenizer } from '@huggingface/tokenizers';
-import { MissingFileError, NotAnExportError, OptionsError, PromptTooLongError } from './errors.js';
-import { readAllChecked } from './integrity.js';
-import { MANIFEST_FILE, parseManifest } from './manifest.js';
+import { MissingFileError, OptionsError, PromptTooLongError } from './errors.js';
+import { readAllChecked, readManifest } from './integrity.js';
 import { tokenSelector } from './sampling.js';
 import { TextStream } from './text_stream.js';
 
@@ -46,11 +45,7 @@ export class Gpt2Model {
    * @param {import('./integrity.js').Source} source @param {LoadOptions} options
    */
   static async load(source, { ort, sha256, sessionOptions = {}, checkAllFiles = false }) {
-    const manifestBytes = await source.read(MANIFEST_FILE);
-    if (manifestBytes === null) {
-      throw new NotAnExportError(`${source.where}: no ${MANIFEST_FILE}; this is not a gpt2-onnx export folder`);
-    }
-    const manifest = parseManifest(new TextDecoder().decode(manifestBytes), source.where);
+    const manifest = await readManifest(source);
     for (const name of TOKENIZER_FILES) {
       if (!(name in manifest.files)) throw new MissingFileError(`${source.where}: the manifest lists no ${name}`);
     }

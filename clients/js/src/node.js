@@ -1,34 +1,10 @@
 // Node: onnxruntime-node, files from a folder, sha256 from node:crypto.
-import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import * as ort from 'onnxruntime-node';
+import { checkedFolderSource, sha256Node } from './folder.js';
 import { Gpt2Model } from './model.js';
 
 export * from './index.js';
-
-/**
- * A Source over a local folder.
- * @param {string} folder @returns {import('./integrity.js').Source}
- */
-export function folderSource(folder) {
-  return {
-    where: folder,
-    async read(name) {
-      try {
-        return new Uint8Array(await readFile(path.join(folder, name)));
-      } catch (error) {
-        if (/** @type {NodeJS.ErrnoException} */ (error).code === 'ENOENT') return null;
-        throw error;
-      }
-    },
-  };
-}
-
-/** @param {Uint8Array} bytes */
-export async function sha256Node(bytes) {
-  return createHash('sha256').update(bytes).digest('hex');
-}
+export { folderSource, checkedFolderSource, readExportManifest, sha256Node } from './folder.js';
 
 /** ONNX Runtime's session config entries that say whether a session's threads spin when a run returns. */
 export const SPINNING_ENTRIES = ['session.force_spinning_stop', 'session.intra_op.allow_spinning'];
@@ -64,13 +40,13 @@ function hasEntry(extra, key) {
 }
 
 /**
- * Load an export folder with onnxruntime-node; every file the manifest lists is checked unless checkAllFiles is false.
+ * Load an export folder with onnxruntime-node (a missing folder or a file is a NotAnExportError); every file the manifest lists is checked unless checkAllFiles is false.
  * Both sessions stop their threads spinning when a run returns unless sessionOptions.extra says otherwise
  * (nodeSessionOptions).
  * @param {string} folder
  * @param {{sessionOptions?: import('onnxruntime-common').InferenceSession.SessionOptions, checkAllFiles?: boolean}} [options]
  */
-export function loadExport(folder, options = {}) {
+export async function loadExport(folder, options = {}) {
   const sessionOptions = nodeSessionOptions(options.sessionOptions);
-  return Gpt2Model.load(folderSource(folder), { ort, sha256: sha256Node, checkAllFiles: true, ...options, sessionOptions });
+  return Gpt2Model.load(await checkedFolderSource(folder), { ort, sha256: sha256Node, checkAllFiles: true, ...options, sessionOptions });
 }

@@ -29,6 +29,12 @@ describe('clear errors', () => {
     await assert.rejects(loadExport(work), (error) => error instanceof NotAnExportError && /not a gpt2-onnx export/.test(error.message));
   });
 
+  it('a missing folder, and a file, are not exports (not ENOENT or ENOTDIR)', async () => {
+    await assert.rejects(loadExport(path.join(work, 'absent')), (error) => error instanceof NotAnExportError && /absent: no such folder/.test(error.message));
+    const file = path.join(folder, 'manifest.json');
+    await assert.rejects(loadExport(file), (error) => error instanceof NotAnExportError && /is a file, not an export folder/.test(error.message));
+  });
+
   it('a manifest of another format is not an export', async () => {
     const target = await copy('other-format');
     await writeFile(path.join(target, 'manifest.json'), JSON.stringify({ format: 'something-else' }));
