@@ -2,6 +2,7 @@
 // Row-major (rows, cols) long[] buffers, the layout of the graphs' int64 inputs.
 namespace Gpt2Onnx;
 
+/// <summary>Left padding, the position-id rule and picking tokens from logits, on row-major buffers.</summary>
 public static class Batching
 {
     /// <summary>Left-pad to the longest sequence: every row's last real token sits in the last column, so prefill's

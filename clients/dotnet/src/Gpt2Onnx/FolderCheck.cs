@@ -3,6 +3,7 @@ using System.Security.Cryptography;
 
 namespace Gpt2Onnx;
 
+/// <summary>The folder's files against manifest.json's sizes and sha256s.</summary>
 public static class FolderCheck
 {
     /// <summary>Throws MissingFileException or ChangedFileException for the first listed file that is absent or
@@ -39,6 +40,7 @@ public static class FolderCheck
         }
     }
 
+    /// <summary>The sha256 of a file, lower-case hex, in one streaming pass.</summary>
     public static string Sha256Hex(string path)
     {
         using FileStream stream = File.OpenRead(path);

@@ -143,6 +143,7 @@ public sealed record GoldenCase(
     string Prompt, long[] InputIds, long[] GreedyIds, long[] Top5Ids, double[] Top5Logits, float[] GreedyMargins,
     double? LogitsAtol = null);
 
+/// <summary>golden.json: the cases and the file's tolerance on logits.</summary>
 public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
 {
     /// <summary>The limit on |logits - expected| for a case: its own, else the file's.</summary>
@@ -150,6 +151,7 @@ public sealed record Golden(IReadOnlyList<GoldenCase> Cases, double LogitsAtol)
 
     private const int SchemaVersion = 1;
 
+    /// <summary>Reads and checks a golden.json.</summary>
     public static Golden Read(string path)
     {
         using JsonDocument doc = Manifest.ReadJson(path, "gpt2-onnx-golden", SchemaVersion);

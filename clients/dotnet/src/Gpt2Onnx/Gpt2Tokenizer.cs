@@ -5,8 +5,10 @@ using Microsoft.ML.Tokenizers;
 
 namespace Gpt2Onnx;
 
+/// <summary>GPT-2's byte-level BPE over an export folder's vocab.json and merges.txt.</summary>
 public sealed class Gpt2Tokenizer
 {
+    /// <summary>The files read, and the end-of-text token's text.</summary>
     public const string VocabFile = "vocab.json", MergesFile = "merges.txt", EndOfText = "<|endoftext|>";
 
     // GPT-2's pre-tokenization pattern (the one in OpenAI's encoder.py and Hugging Face's ByteLevel pre-tokenizer).
@@ -15,6 +17,7 @@ public sealed class Gpt2Tokenizer
 
     private readonly Tokenizer _tokenizer;
 
+    /// <summary>Reads the tokenizer of <paramref name="folder"/>; throws NotAnExportException where it does not load.</summary>
     public Gpt2Tokenizer(string folder, int endOfTextId)
     {
         var special = new Dictionary<string, int> { [EndOfText] = endOfTextId };
@@ -36,11 +39,14 @@ public sealed class Gpt2Tokenizer
         EndOfTextId = endOfTextId;
     }
 
+    /// <summary>The end-of-text token's id.</summary>
     public int EndOfTextId { get; }
 
     /// <summary>Text → ids; "&lt;|endoftext|&gt;" in the text becomes its id.</summary>
     public long[] Encode(string text) => _tokenizer.EncodeToIds(text).Select(id => (long)id).ToArray();
 
-    /// <summary>Ids → text (byte-level: a multi-byte character split across ids decodes once all its bytes are in).</summary>
-    public string Decode(IEnumerable<long> ids) => _tokenizer.Decode(ids.Select(id => checked((int)id))) ?? "";
+    /// <summary>Ids → text (byte-level: a multi-byte character split across ids decodes once all its bytes are in).
+    /// The end-of-text token is left out, as the Python runtime's decode leaves special tokens out.</summary>
+    public string Decode(IEnumerable<long> ids) =>
+        _tokenizer.Decode(ids.Where(id => id != EndOfTextId).Select(id => checked((int)id))) ?? "";
 }

@@ -79,6 +79,7 @@ public sealed class MappedWeights : IDisposable
     private readonly MemoryMappedViewAccessor? _view;
     private readonly List<(string Name, OrtValue Value)> _tensors = [];
 
+    /// <summary>Maps <paramref name="path"/> and makes a view of each tensor <paramref name="index"/> lists.</summary>
     public MappedWeights(string path, IReadOnlyList<WeightEntry> index)
     {
         MappedBytes = new FileInfo(path).Length;
@@ -103,7 +104,9 @@ public sealed class MappedWeights : IDisposable
         }
     }
 
+    /// <summary>Tensors handed to the sessions.</summary>
     public int TensorCount => _tensors.Count;
+    /// <summary>The weights file's size.</summary>
     public long MappedBytes { get; }
 
     /// <summary>Every tensor as an initializer of the sessions created with <paramref name="options"/>, and
@@ -128,6 +131,7 @@ public sealed class MappedWeights : IDisposable
         _ => throw new ExportFolderException($"weights_index: dtype '{dtype}' cannot be mapped"),
     };
 
+    /// <summary>Releases the views, then the map.</summary>
     public void Dispose()
     {
         foreach (var (_, value) in _tensors)
