@@ -127,6 +127,10 @@ public sealed class Gpt2Model : IDisposable
         return Enumerable.Range(0, prompts.Count).Select(generation.Result).ToList();
     }
 
+    /// <summary>Prefills <paramref name="prompts"/> and returns a generator to step through the new tokens.</summary>
+    public Gpt2Generator CreateGenerator(IReadOnlyList<long[]> prompts, GenerationOptions options) =>
+        new(this, prompts, options);
+
     /// <summary>The text of one prompt's continuation as it is generated: pieces that never split a character and
     /// join to the final text (never past a stop string). Cancelling stops generation within one step.</summary>
     public async IAsyncEnumerable<string> GenerateStreamAsync(string prompt, GenerationOptions? options = null,

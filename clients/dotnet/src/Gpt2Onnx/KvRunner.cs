@@ -28,7 +28,7 @@ public sealed class KvRunner : IDisposable
     private long[] _tokens = [], _positions = [];  // pinned, (rows, 1) each
     private float[] _logits = [];                // pinned, (rows, V): what the last run produced
     private OrtValue? _tokensValue, _positionsValue, _logitsValue;
-    private OrtIoBinding? _binding;
+    private OrtIoBinding[] _bindings = [];       // index: past length - first; the views of that step bound
     private int _first;                          // the prompt's length: the shortest past a view exists for
 
     /// <summary>A runner over <paramref name="sessions"/> whose cache holds up to <paramref name="capacity"/>
@@ -152,15 +152,34 @@ public sealed class KvRunner : IDisposable
         _tokensValue = PinnedView(_tokens, TensorElementType.Int64, [rows, 1], sizeof(long));
         _positionsValue = PinnedView(_positions, TensorElementType.Int64, [rows, 1], sizeof(long));
         _logitsValue = PinnedView(_logits, TensorElementType.Float, [rows, 1, _vocab], sizeof(float));
+        _first = first;
         _maskViews = new OrtValue[_capacity - first];
         for (int length = first + 1; length <= _capacity; length++)  // decode's mask covers past + 1 tokens
         {
             _maskViews[length - first - 1] = PinnedView(_mask, TensorElementType.Int64, [rows, length], sizeof(long));
         }
-        _binding = _sessions.Decode.CreateIoBinding();
-        _binding.BindInput(ExportSessions.InputIds, _tokensValue);
-        _binding.BindInput(ExportSessions.PositionIds, _positionsValue);
-        _binding.BindOutput(ExportSessions.Logits, _logitsValue);
+        // One binding per past length, made now: a step only runs the binding of its length.
+        _bindings = new OrtIoBinding[_capacity - first];
+        for (int past = first; past < _capacity; past++)
+        {
+            _bindings[past - first] = Bind(past);
+        }
+    }
+
+    private OrtIoBinding Bind(int past)
+    {
+        OrtIoBinding binding = _sessions.Decode.CreateIoBinding();
+        binding.BindInput(ExportSessions.InputIds, _tokensValue!);
+        binding.BindInput(ExportSessions.PositionIds, _positionsValue!);
+        binding.BindInput(ExportSessions.AttentionMask, _maskViews[past - _first]);
+        binding.BindOutput(ExportSessions.Logits, _logitsValue!);
+        OrtValue[] pastViews = _buffers!.ViewsOf(past), presentViews = _buffers.ViewsOf(past + 1);
+        for (int i = 0; i < pastViews.Length; i++)
+        {
+            binding.BindInput(_sessions.PastNames[i], pastViews[i]);
+            binding.BindOutput(_sessions.PresentNames[i], presentViews[i]);
+        }
+        return binding;
     }
 
     private static OrtValue PinnedView<T>(T[] pinned, TensorElementType type, long[] shape, int size) where T : unmanaged
@@ -235,22 +254,18 @@ public sealed class KvRunner : IDisposable
     private void Run()
     {
         int past = PastLength;
-        OrtIoBinding binding = _binding!;
-        binding.BindInput(ExportSessions.AttentionMask, _maskViews[past + 1 - _first - 1]);
-        OrtValue[] pastViews = _buffers!.ViewsOf(past), presentViews = _buffers.ViewsOf(past + 1);
-        for (int i = 0; i < pastViews.Length; i++)
-        {
-            binding.BindInput(_sessions.PastNames[i], pastViews[i]);
-            binding.BindOutput(_sessions.PresentNames[i], presentViews[i]);
-        }
-        _sessions.Decode.RunWithBinding(_sessions.RunOptions, binding);
+        _sessions.Decode.RunWithBinding(_sessions.RunOptions, _bindings[past - _first]);
         PastLength = past + 1;
     }
 
     /// <summary>Releases the views, the binding and the cache's buffers.</summary>
     public void Dispose()
     {
-        _binding?.Dispose();
+        foreach (OrtIoBinding binding in _bindings)
+        {
+            binding.Dispose();
+        }
+        _bindings = [];
         foreach (OrtValue view in _maskViews)
         {
             view.Dispose();
