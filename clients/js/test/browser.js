@@ -71,10 +71,11 @@ export async function openTab(browser, url, ready) {
 /**
  * `gpt2-onnx-js serve-page FOLDER --port 0` as a child process: resolves once it has printed the page's URL.
  * stop(signal) sends the signal and resolves with how the process ended.
- * @param {string} folder
+ * @param {string} folder @param {string} [command]  the gpt2-onnx-js to run: this package's bin by default
  */
-export async function startServePage(folder) {
-  const child = spawn(process.execPath, [BIN, 'serve-page', folder, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startServePage(folder, command) {
+  const [program, ...args] = command === undefined ? [process.execPath, BIN] : [command];
+  const child = spawn(program, [...args, 'serve-page', folder, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk) => (stderr += chunk));
   /** @type {Promise<{code: number | null, signal: NodeJS.Signals | null}>} */

@@ -16,7 +16,7 @@ export const USAGE = `usage: gpt2-onnx-js run FOLDER --prompt TEXT [--max-new-to
               given (--sample alone samples at temperature 1). --max-new-tokens defaults to 16. --json prints
               {"prompt_ids", "ids", "text", "finish_reason", "load_s", "tokens_per_s"}; otherwise the text streams.
   serve-page  Serves the browser page (onnxruntime-web, WebAssembly) with FOLDER at /export/, the URL the page
-              loads by default, on 127.0.0.1:8000 unless --host/--port say otherwise (--port 0: any free port).
+              loads by default, on 127.0.0.1:8080 unless --host/--port say otherwise (--port 0: any free port).
               Prints the page's URL; Ctrl-C (SIGINT) or SIGTERM stops it.
 Bad arguments and wrong folders: one line on stderr, exit status 2.`;
 

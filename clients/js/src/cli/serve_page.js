@@ -16,7 +16,7 @@ export const PAGE_PATH = '/web/index.html';
 
 /** @type {import('./args.js').OptionSpecs} */
 export const SERVE_PAGE_OPTIONS = {
-  port: { type: 'string', default: '8000' },
+  port: { type: 'string', default: '8080' }, // not 8000, where `gpt2-onnx serve` listens
   host: { type: 'string', default: '127.0.0.1' },
   help: { type: 'boolean', short: 'h', default: false },
 };

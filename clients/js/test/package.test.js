@@ -1,0 +1,148 @@
+// The package as an application gets it: `npm pack`, then the tarball installed into a fresh folder outside the
+// repository exactly as docs/javascript.md tells an application to (its own .npmrc with onnxruntime-node-install=skip,
+// then `npm install`), where a tiny application imports it by name and generates the fixtures' greedy ids, its
+// `gpt2-onnx-js` command does the same, its page does it in Chromium, and the shipped types check an application's
+// JavaScript.
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { launchChromium, openTab, startServePage } from './browser.js';
+import { PACKAGE_ROOT, REPO_ROOT, fixtureExports } from './fixtures.js';
+import { APP_FILES } from './package_app.js';
+
+// What ships, and nothing else: no test/, bench/, out/, node_modules/, fixtures, transformers.js test pages.
+const SHIPPED = [
+  'LICENSE', 'README.md', 'package.json', 'bin/gpt2-onnx-js.js',
+  'src/cli/args.js', 'src/cli/main.js', 'src/cli/run.js', 'src/cli/serve_page.js',
+  'src/errors.js', 'src/folder.js', 'src/index.js', 'src/integrity.js', 'src/manifest.js', 'src/model.js',
+  'src/node.js', 'src/sampling.js', 'src/static_server.js', 'src/text_stream.js', 'src/web.js',
+  'types/errors.d.ts', 'types/folder.d.ts', 'types/index.d.ts', 'types/integrity.d.ts', 'types/manifest.d.ts',
+  'types/model.d.ts', 'types/node.d.ts', 'types/sampling.d.ts', 'types/text_stream.d.ts', 'types/web.d.ts',
+  'web/app.js', 'web/index.html',
+].sort();
+const TSC = path.join(PACKAGE_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+
+/** The environment of an npm run by an application: none of this process's npm settings or ONNX Runtime flags. */
+function applicationEnv() {
+  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key) && !key.startsWith('ONNXRUNTIME_NODE_INSTALL')));
+}
+
+/**
+ * A proxy that answers nothing: onnxruntime-node's install step sends its downloads through global-agent, which
+ * GLOBAL_AGENT_HTTPS_PROXY points here, so an attempt at the CUDA download is counted and fails at once.
+ */
+async function startTripwire() {
+  let connections = 0;
+  const server = createServer((_, response) => response.writeHead(503).end());
+  server.on('connection', () => connections++);
+  server.on('connect', (_, socket) => socket.destroy());
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections: () => connections,
+    close: () => new Promise((resolve) => server.close(() => resolve(undefined))),
+  };
+}
+
+describe('the packed tarball, installed into a fresh application', { timeout: 600_000 }, () => {
+  /** @type {string} */
+  let work;
+  /** @type {{filename: string, files: {path: string}[], size: number, unpackedSize: number, entryCount: number}} */
+  let pack;
+  /** @type {string} */
+  let app;
+  before(async () => {
+    work = await mkdtemp(path.join(tmpdir(), 'gpt2-onnx-js-pack-'));
+    const json = execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: PACKAGE_ROOT, env: applicationEnv(), encoding: 'utf-8', stdio: ['ignore', 'pipe', 'pipe'] });
+    [pack] = JSON.parse(json);
+    app = path.join(work, 'app');
+  });
+  after(() => work && rm(work, { recursive: true, force: true }));
+
+  it('ships exactly the package files (npm pack and the tarball agree)', (t) => {
+    assert.deepEqual(pack.files.map((file) => file.path).sort(), SHIPPED);
+    const entries = execFileSync('tar', ['-tzf', path.join(work, pack.filename)], { encoding: 'utf-8' }).trim().split('\n');
+    assert.deepEqual(entries.map((entry) => entry.replace(/^package\//, '')).sort(), SHIPPED);
+    t.diagnostic(`${pack.filename}: ${pack.entryCount} files, package size ${pack.size} B, unpacked size ${pack.unpackedSize} B`);
+  });
+
+  it("ships the repository's licence and the package's own README", () => {
+    const unpacked = path.join(work, 'unpacked');
+    execFileSync('mkdir', ['-p', unpacked]);
+    execFileSync('tar', ['-xzf', path.join(work, pack.filename), '-C', unpacked]);
+    assert.deepEqual(readFileSync(path.join(unpacked, 'package', 'LICENSE')), readFileSync(path.join(REPO_ROOT, 'LICENSE')));
+    assert.match(readFileSync(path.join(unpacked, 'package', 'README.md'), 'utf-8'), /^# gpt2-onnx \(JavaScript\)\n/);
+  });
+
+  it('installs as docs/javascript.md says, without reaching for the CUDA download', async () => {
+    await mkdir(app);
+    for (const [name, text] of Object.entries(APP_FILES)) await writeFile(path.join(app, name), text);
+    const tripwire = await startTripwire();
+    try {
+      const install = spawnSync('npm', ['install', path.join(work, pack.filename), '--prefer-offline', '--no-audit', '--no-fund'], {
+        cwd: app,
+        env: { ...applicationEnv(), GLOBAL_AGENT_HTTPS_PROXY: tripwire.url, GLOBAL_AGENT_HTTP_PROXY: tripwire.url },
+        encoding: 'utf-8',
+        timeout: 500_000,
+      });
+      assert.equal(install.status, 0, `npm install failed:\n${install.stdout}\n${install.stderr}`);
+      assert.equal(tripwire.connections(), 0, 'onnxruntime-node tried a download');
+    } finally {
+      await tripwire.close();
+    }
+    const bin = path.join(app, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6', 'linux', 'x64');
+    assert.ok(!existsSync(path.join(bin, 'libonnxruntime_providers_cuda.so')), 'no CUDA provider library was installed');
+    const installed = JSON.parse(readFileSync(path.join(app, 'node_modules', 'gpt2-onnx', 'package.json'), 'utf-8'));
+    assert.equal(installed.version, JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf-8')).version);
+  });
+
+  it("the application imports 'gpt2-onnx' by name and generates the fixtures' greedy ids", () => {
+    for (const { folder, expected } of fixtureExports()) {
+      const prompts = expected.prompts.map((p) => ({ text: p.text, maxNewTokens: p.greedy.max_new_tokens }));
+      const out = JSON.parse(execFileSync(process.execPath, ['generate.js', folder, JSON.stringify(prompts)], { cwd: app, encoding: 'utf-8' }));
+      assert.equal(out.resolved, path.join(app, 'node_modules', 'gpt2-onnx', 'src', 'node.js'), 'the installed copy, not the repository');
+      assert.deepEqual(out.ids, expected.prompts.map((p) => p.greedy.ids));
+    }
+  });
+
+  it("its gpt2-onnx-js command runs, and refuses bad input in one line", () => {
+    const command = path.join(app, 'node_modules', '.bin', 'gpt2-onnx-js');
+    for (const { folder, expected } of fixtureExports()) {
+      const prompt = expected.prompts[0];
+      const result = spawnSync(command, ['run', folder, '--prompt', prompt.text, '--max-new-tokens', String(prompt.greedy.max_new_tokens), '--json'], { cwd: app, encoding: 'utf-8' });
+      assert.equal(result.status, 0, result.stderr);
+      assert.deepEqual(JSON.parse(result.stdout).ids, prompt.greedy.ids);
+    }
+    const bad = spawnSync(command, ['run', fixtureExports()[0].folder, '--prompt', 'hi', '--max-new-tokens', '-3'], { cwd: app, encoding: 'utf-8' });
+    assert.equal(bad.status, 2);
+    assert.equal(bad.stderr, "gpt2-onnx-js: --max-new-tokens takes an integer >= 1, not '-3'\n");
+  });
+
+  it('its serve-page serves the page that generates the same ids in Chromium', async () => {
+    const [{ folder, expected }] = fixtureExports();
+    const prompt = expected.prompts[0];
+    const server = await startServePage(folder, path.join(app, 'node_modules', '.bin', 'gpt2-onnx-js'));
+    const chromium = await launchChromium();
+    try {
+      const tab = await openTab(chromium.browser, server.url, 'gpt2onnx');
+      const result = await tab.generate({ model: '/export/', prompt: prompt.text, maxNewTokens: prompt.greedy.max_new_tokens });
+      assert.deepEqual(result.ids, prompt.greedy.ids, tab.console.join('\n'));
+    } finally {
+      await chromium.close();
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  it("the shipped types check the application's JavaScript, for Node and for a bundler's browser build", () => {
+    for (const project of ['tsconfig.node.json', 'tsconfig.browser.json']) {
+      const result = spawnSync(process.execPath, [TSC, '-p', project], { cwd: app, encoding: 'utf-8' });
+      assert.equal(result.status, 0, `${project}:\n${result.stdout}${result.stderr}`);
+    }
+  });
+});
