@@ -1,20 +1,84 @@
 #!/usr/bin/env bash
-# .NET part of .ci/run (where dotnet is): restore offline from the machine's NuGet feed, build the solution
-# (library, sample, tests), run the xunit tests against the committed fixtures, then the sample's golden check on
-# fp32 and int4 and its --genai path on fp32.
-#   NUGET_SOURCE  the NuGet feed or local package folder to restore from (default: the machine's NuGet.config)
+# The .NET part of .ci/run (where dotnet is), from a clean clone: restore (nuget.org through clients/dotnet/NuGet.config,
+# plus NUGET_SOURCE if set), build with warnings as errors, the xunit tests, dotnet pack, the packed package in a fresh
+# application, the sample (golden check on both fixtures, --genai, run --json), Native AOT publish + run, and a smoke
+# run of the decode benchmark (its JSON's shape only; timings are the coordinator's benchmark).
+#   NUGET_SOURCE  an extra NuGet feed or package folder (e.g. /opt/nuget/packages)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1
-SLN="$HERE/Gpt2Onnx.sln"
-RESTORE=()
-[ -z "${NUGET_SOURCE:-}" ] || RESTORE=(--source "$NUGET_SOURCE")
-dotnet restore "$SLN" "${RESTORE[@]}"
-dotnet build "$SLN" -c Release --no-restore
-dotnet test "$SLN" -c Release --no-build
-SAMPLE="$HERE/Gpt2OnnxSample.csproj"
+FIXTURES="$ROOT/fixtures"
+export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1
+cd "$HERE"
+ARTIFACTS="$HERE/artifacts"
+rm -rf "$ARTIFACTS"
+SOURCES=()
+[ -z "${NUGET_SOURCE:-}" ] || SOURCES=(--source "$NUGET_SOURCE" --source https://api.nuget.org/v3/index.json)
+step() { echo "== dotnet: $*"; }
+
+step "restore, build (warnings are errors)"
+dotnet restore Gpt2Onnx.sln "${SOURCES[@]}"
+dotnet build Gpt2Onnx.sln -c Release --no-restore
+
+step "tests"
+dotnet test Gpt2Onnx.sln -c Release --no-build
+
+step "pack"
+dotnet pack src/Gpt2Onnx/Gpt2Onnx.csproj -c Release --no-build -o "$ARTIFACTS/packages"
+VERSION=$(sed -n 's|.*<Version>\(.*\)</Version>.*|\1|p' src/Gpt2Onnx/Gpt2Onnx.csproj)
+ls "$ARTIFACTS/packages/Gpt2Onnx.$VERSION.nupkg" "$ARTIFACTS/packages/Gpt2Onnx.$VERSION.snupkg"
+
+step "the packed package in a fresh application"
+expected_ids() {  # fixtures/expectations.json: the first prompt's greedy ids of export $1, space-separated
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["exports"][sys.argv[2]]["prompts"][0]
+print(d["text"]); print(" ".join(map(str, d["greedy"]["ids"])))' "$FIXTURES/expectations.json" "$1"
+}
+CONSUMER=$(mktemp -d)
+trap 'rm -rf "$CONSUMER"' EXIT
+cp tests/PackageConsumer/PackageConsumer.csproj tests/PackageConsumer/Program.cs "$CONSUMER/"
+cat > "$CONSUMER/NuGet.config" <<EOF
+<configuration><packageSources><clear />
+  <add key="local" value="$ARTIFACTS/packages" />
+  <add key="nuget.org" value="https://api.nuget.org/v3/index.json" protocolVersion="3" />
+</packageSources></configuration>
+EOF
+rm -rf "${NUGET_PACKAGES:-$HOME/.nuget/packages}/gpt2onnx/$VERSION"  # this build's package, never a cached one
+{ read -r PROMPT; read -r IDS; } < <(expected_ids pydocs-micro-fp32)
+GOT=$(cd "$CONSUMER" && dotnet run -c Release -p:Gpt2OnnxVersion="$VERSION" -- \
+  "$FIXTURES/pydocs-micro-fp32" "$PROMPT" 16)
+[ "$GOT" = "$IDS" ] || { echo "consumer: got [$GOT], expected [$IDS]"; exit 1; }
+echo "consumer application on Gpt2Onnx $VERSION: greedy ids equal the expectations ($GOT)"
+
+step "sample: golden check (both fixtures), onnxruntime-genai, run"
+SAMPLE="dotnet samples/Gpt2Onnx.Sample/bin/Release/net10.0/gpt2-onnx-dotnet.dll"
 for name in pydocs-micro-fp32 pydocs-micro-int4; do
-  dotnet run --project "$SAMPLE" -c Release --no-build -- "$ROOT/fixtures/$name" --no-batch
+  $SAMPLE check "$FIXTURES/$name" --genai | tail -n 1
 done
-dotnet run --project "$SAMPLE" -c Release --no-build -- "$ROOT/fixtures/pydocs-micro-fp32" --genai
+RUN_JSON=$($SAMPLE run "$FIXTURES/pydocs-micro-fp32" --prompt "The os module" --max-new-tokens 16 --seed 42 --json)
+echo "$RUN_JSON"
+
+step "Native AOT: publish the sample and run it"
+dotnet publish samples/Gpt2Onnx.Sample/Gpt2Onnx.Sample.csproj -c Release -r linux-x64 -p:PublishAot=true \
+  "${SOURCES[@]}" -o "$ARTIFACTS/aot" | tail -n 3
+AOT="$ARTIFACTS/aot/gpt2-onnx-dotnet"
+$AOT check "$FIXTURES/pydocs-micro-int4" | tail -n 1
+AOT_JSON=$($AOT run "$FIXTURES/pydocs-micro-fp32" --prompt "The os module" --max-new-tokens 16 --seed 42 --json)
+[ "$AOT_JSON" = "$RUN_JSON" ] || { echo "AOT run differs: $AOT_JSON"; exit 1; }
+echo "AOT binary ($(du -h "$AOT" | cut -f1)): the same seeded run as the JIT build"
+
+step "decode benchmark (smoke run: the JSON's shape, never its timings)"
+for name in pydocs-micro-fp32 pydocs-micro-int4; do
+  dotnet bench/Gpt2Onnx.Bench/bin/Release/net10.0/gpt2-onnx-dotnet-bench.dll "$FIXTURES/$name" \
+    --prompt 8 --new 8 --rounds 2 --warmup 1 --json | python3 -c '
+import json, sys
+line = sys.stdin.read().strip()
+out = json.loads(line)
+keys = {"client", "folder", "precision", "onnxruntime", "threads", "prompt_tokens", "new_tokens", "rounds",
+        "prefill_ms", "decode_ms_per_token", "allocated_bytes_per_token", "peak_rss_mib"}
+assert keys <= out.keys() and "\n" not in line, out
+assert out["client"] == "dotnet" and out["onnxruntime"] == "1.31.1" and out["rounds"] == 2
+assert all(len(out[k]) == 2 for k in ("prefill_ms", "decode_ms_per_token", "allocated_bytes_per_token"))
+assert max(out["allocated_bytes_per_token"]) <= 1024, out["allocated_bytes_per_token"]
+print("bench", out["precision"] + ": JSON ok, allocated bytes per token", out["allocated_bytes_per_token"])'
+done
+echo "dotnet: all steps passed"

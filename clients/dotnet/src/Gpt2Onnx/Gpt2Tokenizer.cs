@@ -23,20 +23,30 @@ public sealed class Gpt2Tokenizer
         var special = new Dictionary<string, int> { [EndOfText] = endOfTextId };
         try
         {
-            // BpeOptions' constructor reads and checks vocab.json and merges.txt, so it belongs inside the try.
-            var options = new BpeOptions(Path.Combine(folder, VocabFile), Path.Combine(folder, MergesFile))
+            // vocab.json read with JsonDocument (no reflection: the library runs under Native AOT), merges.txt's
+            // lines without its "#version" header.
+            var options = new BpeOptions(ReadVocabulary(Path.Combine(folder, VocabFile)))
             {
+                Merges = File.ReadLines(Path.Combine(folder, MergesFile))
+                    .Where(line => line.Length > 0 && !line.StartsWith("#version", StringComparison.Ordinal)).ToList(),
                 ByteLevel = true,  // UTF-8 bytes mapped to GPT-2's printable alphabet (space → 'Ġ')
                 PreTokenizer = new RegexPreTokenizer(new Regex(Gpt2Pattern, RegexOptions.Compiled), special),
                 SpecialTokens = special,
             };
             _tokenizer = BpeTokenizer.Create(options);
         }
-        catch (Exception e) when (e is InvalidOperationException or ArgumentException or System.Text.Json.JsonException)
+        catch (Exception e) when (e is InvalidOperationException or ArgumentException or System.Text.Json.JsonException
+            or IOException)
         {
             throw new NotAnExportException($"{folder}: vocab.json/merges.txt are not a BPE tokenizer: {e.Message}");
         }
         EndOfTextId = endOfTextId;
+    }
+
+    private static List<KeyValuePair<string, int>> ReadVocabulary(string path)
+    {
+        using var doc = System.Text.Json.JsonDocument.Parse(File.ReadAllBytes(path));
+        return doc.RootElement.EnumerateObject().Select(p => KeyValuePair.Create(p.Name, p.Value.GetInt32())).ToList();
     }
 
     /// <summary>The end-of-text token's id.</summary>
