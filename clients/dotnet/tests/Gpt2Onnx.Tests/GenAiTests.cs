@@ -1,4 +1,4 @@
-// The onnxruntime-genai path, a test class of its own: the fixture's genai_config.json runs under
+// The onnxruntime-genai path, a test class of its own: each fixture's genai_config.json runs under
 // Microsoft.ML.OnnxRuntimeGenAI and reproduces the expected greedy ids (up to the first end-of-text, where genai
 // stops).
 using System.Text.Json;
@@ -9,15 +9,18 @@ namespace Gpt2Onnx.Tests;
 
 public class GenAiTests
 {
-    [Fact]
-    public void GenAiReproducesTheGreedyIds()
+    public static IEnumerable<object[]> Exports() => Fixtures.Exports();
+
+    [Theory]
+    [MemberData(nameof(Exports))]
+    public void GenAiReproducesTheGreedyIds(string name)
     {
-        string folder = Fixtures.Folder("pydocs-micro-fp32");
+        string folder = Fixtures.Folder(name);
         long eos = Manifest.Read(folder).EosTokenId ?? 50256;
         using var config = new Config(folder);  // reads genai_config.json
         using var model = new Model(config);
         using var tokenizer = new Tokenizer(model);
-        foreach (JsonElement prompt in Fixtures.Expectations("pydocs-micro-fp32").GetProperty("prompts").EnumerateArray())
+        foreach (JsonElement prompt in Fixtures.Expectations(name).GetProperty("prompts").EnumerateArray())
         {
             long[] promptIds = Fixtures.Longs(prompt.GetProperty("ids"));
             long[] expected = Fixtures.Longs(prompt.GetProperty("greedy").GetProperty("ids"));
