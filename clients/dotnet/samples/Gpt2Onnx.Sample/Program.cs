@@ -32,7 +32,8 @@ public static class Program
                 _ => throw new UsageException("give a command: run or check (--help for both)"),
             };
         }
-        catch (Exception e) when (e is UsageException or ArgumentException or ExportFolderException)
+        catch (Exception e) when (e is UsageException or ArgumentException or ExportFolderException
+            or NotSupportedException)
         {
             return Fail(e.Message, 2);
         }
