@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Build the C++ consumer and run it against a fresh export, as CI does:
-#   1. ONNX Runtime and nlohmann/json into clients/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
-#   2. python -m gpt2_onnx export --model checkpoints/pydocs-tiny (the trained checkpoint) into
-#      clients/cpp/build/export-tiny, and GPT-2-small dimensions
-#      at --precision int4 into clients/cpp/build/export-gpt2-int4 (quantized kernels differ between prompt and
-#      decode shapes only at realistic sizes)
-#   3. cmake configure + build, then ctest (unit tests, the golden checks, and a tampered golden that must fail)
+# Build the gpt2_onnx C++ library, its programs and its tests, and run ctest, as CI does:
+#   1. GoogleTest (Debian's libgtest-dev) where it is missing; ONNX Runtime, onnxruntime-genai (NuGet only) and
+#      nlohmann/json into clients/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
+#   2. with a Python that has gpt2-onnx (GPT2_ONNX_CPP_FRESH=yes): python -m gpt2_onnx export --model
+#      checkpoints/pydocs-tiny (the trained checkpoint) into clients/cpp/build/export-tiny, and GPT-2-small
+#      dimensions at --precision int4 into clients/cpp/build/export-gpt2-int4 (quantized kernels differ between
+#      prompt and decode shapes only at realistic sizes); without one: the golden checks read the committed fixtures
+#   3. cmake configure + build, then ctest: the GoogleTest suites on the fixtures (unit.*, export.*, text.* where
+#      the text layer is built), the programs' checks, the golden checks, and a consumer of the installed package
 # Safe to run again; the build is incremental.
 #
 # Environment:
@@ -14,7 +16,7 @@
 #   GPT2_ONNX_EXPORT_QUANTIZED  an existing quantized export instead of exporting random:gpt2 --precision int4
 #                     ("none" skips that check)
 #   BUILD_DIR         build folder (default clients/cpp/build)
-#   ORT_PACKAGE, ORT_VERSION, DEBIAN_SUITE, DEBIAN_MIRROR: see get-onnxruntime.sh
+#   ORT_SOURCE, ORT_PACKAGE, ORT_VERSION, GENAI_VERSION, DEBIAN_SUITE, DEBIAN_MIRROR: see get-onnxruntime.sh
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +41,17 @@ if [ "$FRESH" = no ]; then
   export ORT_SOURCE=${ORT_SOURCE:-nuget}
   GPT2_ONNX_EXPORT=${GPT2_ONNX_EXPORT:-$ROOT/fixtures/pydocs-micro-fp32}
   GPT2_ONNX_EXPORT_QUANTIZED=${GPT2_ONNX_EXPORT_QUANTIZED:-$ROOT/fixtures/pydocs-micro-int4}
+fi
+
+# GoogleTest: Debian's libgtest-dev (its CMake package GTest), installed here where it is missing and we may.
+if ! ls /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "ci.sh: installing GoogleTest (libgtest-dev)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev >/dev/null
+  else
+    echo "ci.sh: GoogleTest is missing: apt-get install libgtest-dev (as root)" >&2
+    exit 1
+  fi
 fi
 
 PYTHON=$PYTHON "$HERE/get-onnxruntime.sh"
@@ -66,3 +79,7 @@ cmake -S "$HERE" -B "$BUILD_DIR" "${GENERATOR[@]}" -DGPT2_ONNX_EXPORT="$GPT2_ONN
 cmake --build "$BUILD_DIR" --parallel "$(nproc 2>/dev/null || echo 2)"
 cd "$BUILD_DIR"
 ctest --output-on-failure
+TEXT_REASON=$(cat "$BUILD_DIR/text_layer.txt")
+if [ -n "$TEXT_REASON" ]; then
+  echo "ci.sh: text tests skipped: the library was built without the text layer ($TEXT_REASON)"
+fi

@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# Put ONNX Runtime (library + C/C++ headers) and nlohmann/json (headers) under clients/cpp/third_party/, using
-# only the package registries (PyPI, Debian). Safe to run again: it does nothing when its stamp matches.
+# Put ONNX Runtime (library + C/C++ headers), onnxruntime-genai (library + C header; NuGet only) and nlohmann/json
+# (headers) under clients/cpp/third_party/, using only the package registries (NuGet, PyPI, Debian). Safe to run
+# again: it does nothing when its stamp matches.
 #
-#   third_party/onnxruntime/lib/      libonnxruntime.so.1.<ver> from the PyPI wheel (onnxruntime/capi/), with the
-#                                     libonnxruntime.so.1 (its SONAME) and libonnxruntime.so links added here
-#   third_party/onnxruntime/include/  onnxruntime_cxx_api.h and friends from Debian trixie's libonnxruntime-dev
-#                                     (bookworm has none); downloaded with a private apt configuration and
-#                                     unpacked with dpkg-deb, never installed
-#   third_party/nlohmann/include/     nlohmann/json.hpp from Debian's nlohmann-json3-dev, the same way
+# ORT_SOURCE=nuget (where dotnet is; this needs nothing restored before it):
+#   a throwaway project in a temporary folder references Microsoft.ML.OnnxRuntime $ORT_VERSION and
+#   Microsoft.ML.OnnxRuntimeGenAI $GENAI_VERSION; `dotnet restore` fetches both .nupkg from the configured NuGet
+#   source into the NuGet package folder, and this script unpacks them (a .nupkg is a zip):
+#   third_party/onnxruntime/lib/       runtimes/linux-x64/native/libonnxruntime.so, as libonnxruntime.so.<ver> with
+#                                      the libonnxruntime.so.1 (its SONAME) and libonnxruntime.so links
+#   third_party/onnxruntime/include/   build/native/include/ (the package's own headers)
+#   third_party/onnxruntime-genai/     lib/libonnxruntime-genai.so and include/ort_genai_c.h, ort_genai.h: the text
+#                                      layer's tokenizer (CMake's GPT2_ONNX_TEXT=AUTO finds them here)
+# ORT_SOURCE=pypi (a Python machine: PyPI and Debian, no dotnet):
+#   third_party/onnxruntime/lib/       libonnxruntime.so.1.<ver> from the PyPI wheel (onnxruntime/capi/), with the
+#                                      libonnxruntime.so.1 and libonnxruntime.so links added here
+#   third_party/onnxruntime/include/   onnxruntime_cxx_api.h and friends from Debian trixie's libonnxruntime-dev
+#                                      (bookworm has none); downloaded with a private apt configuration and
+#                                      unpacked with dpkg-deb, never installed
+#   no onnxruntime-genai: the onnxruntime-genai wheel carries no C headers and Debian has no package, so the
+#   library builds without the text layer there.
+# Both: third_party/nlohmann/include/  nlohmann/json.hpp from Debian's nlohmann-json3-dev, the same private way.
 #
 # The library must be at least as new as the headers (a newer library serves every older C API version).
 # The layout (include/, lib/) is that of the official ONNX Runtime release archives, so -DONNXRUNTIME_ROOT can
@@ -19,11 +32,10 @@
 #   ORT_VERSION    wheel version (default 1.31.1)
 #   DEBIAN_SUITE   Debian release to take the headers from (default trixie)
 #   DEBIAN_MIRROR  Debian archive URL; default: the one this machine's apt uses for its own release
-#   ORT_SOURCE     pypi (the wheel + Debian headers), nuget (library and headers from the Microsoft.ML.OnnxRuntime
-#                  .nupkg: runtimes/linux-x64/native/, build/native/include/), or auto (default): pypi when
-#                  `pip download` works, else nuget
-#   NUGET_PACKAGES a NuGet package folder holding microsoft.ml.onnxruntime/<ver>/*.nupkg (default ~/.nuget/packages)
-#   NUGET_FEED     a NuGet v3 flat-container URL to download the .nupkg from when no local copy exists
+#   ORT_SOURCE     nuget, pypi, or auto (default): nuget where dotnet is, else pypi
+#   GENAI_VERSION  Microsoft.ML.OnnxRuntimeGenAI version (default 0.18.0: the newest served that asks for no newer
+#                  Microsoft.ML.OnnxRuntime than the project's 1.31.1; 0.20.0 needs 1.32.0)
+#   NUGET_PACKAGES the NuGet package folder dotnet restore fills (default: dotnet's, ~/.nuget/packages)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +43,7 @@ THIRD_PARTY=${THIRD_PARTY:-$HERE/third_party}
 PYTHON=${PYTHON:-python3}
 ORT_PACKAGE=${ORT_PACKAGE:-onnxruntime}
 ORT_VERSION=${ORT_VERSION:-1.31.1}
+GENAI_VERSION=${GENAI_VERSION:-0.18.0}
 DEBIAN_SUITE=${DEBIAN_SUITE:-trixie}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
@@ -38,18 +51,18 @@ die() { echo "get-onnxruntime.sh: $*" >&2; exit 1; }
 
 ORT_SOURCE=${ORT_SOURCE:-auto}
 if [ "$ORT_SOURCE" = auto ]; then
-  if timeout 60 "$PYTHON" -m pip download --quiet --no-deps --dest "$(mktemp -d)" "six==1.16.0" >/dev/null 2>&1; then
-    ORT_SOURCE=pypi
-  else
-    ORT_SOURCE=nuget
-  fi
+  if command -v dotnet >/dev/null 2>&1; then ORT_SOURCE=nuget; else ORT_SOURCE=pypi; fi
 fi
-case "$ORT_SOURCE" in pypi|nuget) ;; *) die "ORT_SOURCE must be pypi, nuget or auto, not '$ORT_SOURCE'" ;; esac
-STAMP_TEXT="$ORT_PACKAGE==$ORT_VERSION headers:$DEBIAN_SUITE source:$ORT_SOURCE"
+case "$ORT_SOURCE" in
+  pypi) STAMP_TEXT="$ORT_PACKAGE==$ORT_VERSION headers:$DEBIAN_SUITE source:pypi" ;;
+  nuget) STAMP_TEXT="Microsoft.ML.OnnxRuntime==$ORT_VERSION Microsoft.ML.OnnxRuntimeGenAI==$GENAI_VERSION source:nuget" ;;
+  *) die "ORT_SOURCE must be pypi, nuget or auto, not '$ORT_SOURCE'" ;;
+esac
 if [ -f "$THIRD_PARTY/.stamp" ] && [ "$(cat "$THIRD_PARTY/.stamp")" = "$STAMP_TEXT" ] \
   && [ -e "$THIRD_PARTY/onnxruntime/lib/libonnxruntime.so" ] \
   && [ -f "$THIRD_PARTY/onnxruntime/include/onnxruntime_cxx_api.h" ] \
-  && [ -f "$THIRD_PARTY/nlohmann/include/nlohmann/json.hpp" ]; then
+  && [ -f "$THIRD_PARTY/nlohmann/include/nlohmann/json.hpp" ] \
+  && { [ "$ORT_SOURCE" = pypi ] || [ -f "$THIRD_PARTY/onnxruntime-genai/include/ort_genai_c.h" ]; }; then
   echo "ONNX Runtime already in $THIRD_PARTY ($STAMP_TEXT)"
   exit 0
 fi
@@ -76,6 +89,63 @@ debian_mirror() {
       }' "$f"
     done
   } | head -n 1
+}
+
+# `dotnet restore` of a throwaway project in $WORK puts both packages into the NuGet package folder from whatever
+# source dotnet is configured with (nothing else needs to have restored them first); prints that folder.
+restore_nuget() {
+  command -v dotnet >/dev/null 2>&1 || die "ORT_SOURCE=nuget needs dotnet (the .NET SDK) to restore the packages"
+  local project=$WORK/restore framework
+  framework=net$(dotnet --version | cut -d. -f1).0
+  mkdir -p "$project"
+  cat >"$project/restore.csproj" <<CSPROJ
+<Project Sdk="Microsoft.NET.Sdk">
+  <PropertyGroup><TargetFramework>$framework</TargetFramework></PropertyGroup>
+  <ItemGroup>
+    <PackageReference Include="Microsoft.ML.OnnxRuntime" Version="$ORT_VERSION" />
+    <PackageReference Include="Microsoft.ML.OnnxRuntimeGenAI" Version="$GENAI_VERSION" />
+  </ItemGroup>
+</Project>
+CSPROJ
+  echo "Restoring Microsoft.ML.OnnxRuntime $ORT_VERSION and Microsoft.ML.OnnxRuntimeGenAI $GENAI_VERSION with dotnet" >&2
+  local args=(restore "$project/restore.csproj" --verbosity quiet)
+  [ -z "${NUGET_PACKAGES:-}" ] || args+=(--packages "$NUGET_PACKAGES")
+  dotnet "${args[@]}" >"$WORK/restore.log" 2>&1 || { cat "$WORK/restore.log" >&2; die "dotnet restore failed"; }
+  if [ -n "${NUGET_PACKAGES:-}" ]; then
+    echo "$NUGET_PACKAGES"
+  else  # "global-packages: /root/.nuget/packages/"
+    dotnet nuget locals global-packages --list | sed -nE 's/^global-packages: *(.*[^/])\/?$/\1/p'
+  fi
+}
+
+# Unpack one restored package (a .nupkg is a zip) into $WORK/nupkg-<id>; prints that folder.
+unpack_nupkg() {
+  local packages=$1 id=$2 version=$3 nupkg
+  nupkg=$(ls "$packages/$id/$version"/*.nupkg 2>/dev/null | head -n 1 || true)
+  [ -n "$nupkg" ] || die "no $id $version .nupkg in $packages after dotnet restore"
+  mkdir -p "$WORK/nupkg-$id"
+  (cd "$WORK/nupkg-$id" && cmake -E tar xf "$nupkg")
+  echo "$WORK/nupkg-$id"
+}
+
+# ONNX Runtime and onnxruntime-genai from NuGet into $STAGE.
+stage_from_nuget() {
+  local packages ort genai native=runtimes/linux-x64/native
+  packages=$(restore_nuget)
+  [ -d "$packages" ] || die "cannot find the NuGet package folder dotnet restore used"
+  ort=$(unpack_nupkg "$packages" microsoft.ml.onnxruntime "$ORT_VERSION")
+  [ -f "$ort/$native/libonnxruntime.so" ] || die "Microsoft.ML.OnnxRuntime $ORT_VERSION has no $native/libonnxruntime.so"
+  cp -R "$ort/build/native/include/." "$STAGE/onnxruntime/include/"
+  cp "$ort/$native/libonnxruntime.so" "$STAGE/onnxruntime/lib/libonnxruntime.so.$ORT_VERSION"
+  ln -s "libonnxruntime.so.$ORT_VERSION" "$STAGE/onnxruntime/lib/libonnxruntime.so.1"
+  ln -s libonnxruntime.so.1 "$STAGE/onnxruntime/lib/libonnxruntime.so"
+  echo "$ORT_VERSION" >"$STAGE/onnxruntime/VERSION"
+  genai=$(unpack_nupkg "$packages" microsoft.ml.onnxruntimegenai "$GENAI_VERSION")
+  [ -f "$genai/$native/libonnxruntime-genai.so" ] || die "Microsoft.ML.OnnxRuntimeGenAI $GENAI_VERSION has no $native/libonnxruntime-genai.so"
+  mkdir -p "$STAGE/onnxruntime-genai/lib" "$STAGE/onnxruntime-genai/include"
+  cp "$genai/$native/libonnxruntime-genai.so" "$STAGE/onnxruntime-genai/lib/"
+  cp "$genai"/build/native/include/ort_genai*.h "$STAGE/onnxruntime-genai/include/"
+  echo "$GENAI_VERSION" >"$STAGE/onnxruntime-genai/VERSION"
 }
 
 WORK=$(mktemp -d)
@@ -111,26 +181,10 @@ for deb in "$WORK"/debs/*.deb; do
 done
 cp -R "$WORK/root/usr/include/nlohmann" "$STAGE/nlohmann/include/"
 if [ "$ORT_SOURCE" = nuget ]; then
-  # The NuGet package brings both the library and its own headers (a .nupkg is a zip).
-  NUPKG_DIR=${NUGET_PACKAGES:-$HOME/.nuget/packages}/microsoft.ml.onnxruntime/$ORT_VERSION
-  NUPKG=$(ls "$NUPKG_DIR"/*.nupkg 2>/dev/null | head -n 1 || true)
-  if [ -z "$NUPKG" ]; then
-    [ -n "${NUGET_FEED:-}" ] || die "no Microsoft.ML.OnnxRuntime $ORT_VERSION .nupkg in $NUPKG_DIR; set NUGET_PACKAGES or NUGET_FEED"
-    NUPKG=$WORK/microsoft.ml.onnxruntime.$ORT_VERSION.nupkg
-    curl -fsSL -o "$NUPKG" "${NUGET_FEED%/}/microsoft.ml.onnxruntime/$ORT_VERSION/microsoft.ml.onnxruntime.$ORT_VERSION.nupkg" \
-      || die "downloading Microsoft.ML.OnnxRuntime $ORT_VERSION from $NUGET_FEED failed"
-  fi
-  mkdir -p "$WORK/nupkg"
-  "$PYTHON" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$NUPKG" "$WORK/nupkg"
-  cp -R "$WORK/nupkg/build/native/include/." "$STAGE/onnxruntime/include/"
-  [ -f "$WORK/nupkg/runtimes/linux-x64/native/libonnxruntime.so" ] || die "$NUPKG has no runtimes/linux-x64/native/libonnxruntime.so"
-  cp "$WORK/nupkg/runtimes/linux-x64/native/libonnxruntime.so" "$STAGE/onnxruntime/lib/libonnxruntime.so.$ORT_VERSION"
-  ln -s "libonnxruntime.so.$ORT_VERSION" "$STAGE/onnxruntime/lib/libonnxruntime.so.1"
-  ln -s libonnxruntime.so.1 "$STAGE/onnxruntime/lib/libonnxruntime.so"
-  echo "$ORT_VERSION" >"$STAGE/onnxruntime/VERSION"
+  stage_from_nuget
   echo "$STAMP_TEXT" >"$STAGE/.stamp"
   rm -rf "$THIRD_PARTY"; mkdir -p "$(dirname "$THIRD_PARTY")"; mv "$STAGE" "$THIRD_PARTY"
-  echo "ONNX Runtime $ORT_VERSION (NuGet $NUPKG, its own headers) and nlohmann/json in $THIRD_PARTY"
+  echo "ONNX Runtime $ORT_VERSION and onnxruntime-genai $GENAI_VERSION (NuGet, their own headers) and nlohmann/json in $THIRD_PARTY"
   exit 0
 fi
 cp -R "$WORK/root/usr/include/onnxruntime/." "$STAGE/onnxruntime/include/"

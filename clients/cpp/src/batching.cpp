@@ -1,10 +1,9 @@
 #include "batching.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 
-namespace gpt2 {
+namespace gpt2_onnx::detail {
 
 PaddedBatch left_pad(const std::vector<std::vector<int64_t>>& sequences, int64_t pad_id) {
   if (sequences.empty()) throw std::invalid_argument("left_pad: empty batch");
@@ -50,20 +49,4 @@ Int64Matrix append_ones_column(const Int64Matrix& attention_mask) {
   return out;
 }
 
-int64_t argmax(const float* values, size_t count) {
-  return static_cast<int64_t>(std::max_element(values, values + count) - values);  // first of equal maxima
-}
-
-std::vector<int64_t> top_k(const float* values, size_t count, size_t k) {
-  std::vector<int64_t> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  k = std::min(k, count);
-  const auto before = [values](int64_t a, int64_t b) {
-    return values[a] > values[b] || (values[a] == values[b] && a < b);
-  };
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
-  order.resize(k);
-  return order;
-}
-
-}  // namespace gpt2
+}  // namespace gpt2_onnx::detail

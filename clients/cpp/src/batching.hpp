@@ -1,12 +1,12 @@
-// Batches as the graphs take them (left padding, the position-id rule) and picking tokens from logits.
-// Plain C++ over row-major buffers, no ONNX Runtime: the unit tests exercise these alone.
+// Batches as the graphs take them: left padding and the position-id rule. Plain C++ over row-major buffers, no ONNX
+// Runtime: the unit tests exercise these alone. Internal.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace gpt2 {
+namespace gpt2_onnx::detail {
 
 // A row-major (rows, cols) int64 matrix: input_ids, attention_mask or position_ids.
 struct Int64Matrix {
@@ -33,10 +33,4 @@ Int64Matrix position_ids(const Int64Matrix& attention_mask, int64_t last_n);
 // attention_mask (B, L) → (B, L + 1) with a 1 appended to each row: one more real token per row.
 Int64Matrix append_ones_column(const Int64Matrix& attention_mask);
 
-// Index of the largest value; the first on ties, as numpy.argmax.
-int64_t argmax(const float* values, size_t count);
-
-// The k largest values' indices, largest first (lower index first on ties).
-std::vector<int64_t> top_k(const float* values, size_t count, size_t k);
-
-}  // namespace gpt2
+}  // namespace gpt2_onnx::detail

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gpt2_onnx/errors.hpp"
+
 #ifndef _WIN32
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +12,7 @@
 #include <unistd.h>
 #endif
 
-namespace gpt2 {
+namespace gpt2_onnx::detail {
 namespace {
 
 ONNXTensorElementDataType element_type(const std::string& dtype) {
@@ -21,7 +23,7 @@ ONNXTensorElementDataType element_type(const std::string& dtype) {
   if (dtype == "int32") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
   if (dtype == "int64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
   // check_weights_index refuses an unknown dtype before this is reached.
-  throw ExportFolderError("weights_index: dtype '" + dtype + "' cannot be mapped");
+  throw ManifestError("weights_index: dtype '" + dtype + "' cannot be mapped");
 }
 
 }  // namespace
@@ -31,7 +33,7 @@ ONNXTensorElementDataType element_type(const std::string& dtype) {
 bool weight_map_supported() { return false; }
 
 MappedWeights::MappedWeights(const std::filesystem::path& file, const std::vector<WeightEntry>&) {
-  throw ExportFolderError("mapping " + file.string() + " is implemented for POSIX systems only");
+  throw RuntimeError("mapping " + file.string() + " is implemented for POSIX systems only");
 }
 
 MappedWeights::~MappedWeights() = default;
@@ -42,18 +44,18 @@ bool weight_map_supported() { return true; }
 
 MappedWeights::MappedWeights(const std::filesystem::path& file, const std::vector<WeightEntry>& index) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ExportFolderError("cannot open " + file.string() + ": " + std::strerror(errno));
+  if (fd < 0) throw MissingFileError("cannot open " + file.string() + ": " + std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0 || info.st_size <= 0) {
     ::close(fd);
-    throw ExportFolderError("cannot map " + file.string() + ": empty or unreadable");
+    throw ChangedFileError("cannot map " + file.string() + ": empty or unreadable");
   }
   size_ = static_cast<uint64_t>(info.st_size);
   data_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);  // the map keeps the file
   if (data_ == MAP_FAILED) {
     data_ = nullptr;
-    throw ExportFolderError("cannot map " + file.string() + ": " + std::strerror(errno));
+    throw RuntimeError("cannot map " + file.string() + ": " + std::strerror(errno));
   }
   try {
     check_weights_index(index, size_);  // against the file as it is, not only the manifest's stated size
@@ -91,4 +93,4 @@ void MappedWeights::release_pages() const {
 #endif
 }
 
-}  // namespace gpt2
+}  // namespace gpt2_onnx::detail

@@ -3,8 +3,8 @@
 //
 // Left to itself, ONNX Runtime maps the file once per session and prepacks every MatMul weight into a private copy
 // per session: GPT-2-small fp32 then takes about 2.7 × its weights' bytes with both sessions loaded. With one map,
-// the weights' pages are resident once; ExportSessions then either turns prepacking off, or prepacks once into a
-// container both sessions share and releases the map's pages (see WeightLoading in kv_runner.hpp).
+// the weights' pages are resident once; ExportSessions (sessions.hpp) then either turns prepacking off, or prepacks once into a
+// container both sessions share and releases the map's pages (see WeightLoading in gpt2_onnx/options.hpp).
 #pragma once
 
 #include <onnxruntime_cxx_api.h>
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "export_files.hpp"
+#include "gpt2_onnx/manifest.hpp"
 
-namespace gpt2 {
+namespace gpt2_onnx::detail {
 
-// False where this sample has no mapping code (Windows): ONNX Runtime then loads the weights per session.
+// False where this library has no mapping code (Windows): ONNX Runtime then loads the weights per session.
 bool weight_map_supported();
 
 class MappedWeights {
@@ -47,4 +47,4 @@ class MappedWeights {
   std::vector<Ort::Value> values_;  // views into the map, same order as names_
 };
 
-}  // namespace gpt2
+}  // namespace gpt2_onnx::detail

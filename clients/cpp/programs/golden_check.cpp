@@ -9,12 +9,11 @@
 //   gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] [--threads N]
 //                     [--no-batch] [--weights shared|shared-unpacked|per-session]
 //
-// It prints how the sessions got their weights (--weights, see WeightLoading in kv_runner.hpp; default shared) and
-// the process's resident memory with both sessions loaded and after the check (Linux).
+// It prints how the sessions got their weights (--weights, see WeightLoading in gpt2_onnx/options.hpp; default
+// shared) and the process's resident memory with both sessions loaded and after the check (Linux). It runs on the
+// library's public API: Model::open, Generator (the greedy steps) and Model::next_token_logits (the recompute).
 //
 // Exit status: 0 all match, 1 a mismatch, 2 bad arguments or export folder, 3 ONNX Runtime could not run it.
-#include <onnxruntime_cxx_api.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,52 +24,58 @@
 #include <string>
 #include <vector>
 
-#include "batching.hpp"
-#include "export_files.hpp"
-#include "kv_runner.hpp"
+#include "golden_file.hpp"
+#include "gpt2_onnx/gpt2_onnx.hpp"
 #include "program.hpp"
 
 namespace {
 
-using gpt2::GoldenCase;
+using gpt2_onnx::programs::GoldenCase;
+using gpt2_onnx::programs::UsageError;
 
-using gpt2::UsageError;
+constexpr const char* kUsage =
+    "usage: gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] [--threads N]\n"
+    "                         [--no-batch] [--weights shared|shared-unpacked|per-session]\n"
+    "  Checks the export against its golden.json: greedy tokens, top-5 logits, the KV cache against a recompute,\n"
+    "  and all cases as one left-padded batch. Exit 0 all match, 1 a mismatch, 2 bad input, 3 ONNX Runtime.\n";
 
 struct Args {
   std::filesystem::path folder;
   std::filesystem::path golden;  // default: FOLDER/golden.json
-  gpt2::RuntimeOptions runtime;
+  gpt2_onnx::ModelOptions model;
   bool batch = true;
+  bool help = false;
 };
 
-gpt2::WeightLoading weight_loading(const std::string& name) {
-  for (auto way : {gpt2::WeightLoading::shared_prepacked, gpt2::WeightLoading::shared_unpacked,
-                   gpt2::WeightLoading::per_session}) {
-    if (name == gpt2::to_string(way)) return way;
-  }
-  throw UsageError("--weights takes shared, shared-unpacked or per-session, not '" + name + "'");
+gpt2_onnx::WeightLoading weight_loading(const std::string& name) {
+  const auto way = gpt2_onnx::weight_loading_named(name);
+  if (!way) throw UsageError("--weights takes shared, shared-unpacked or per-session, not '" + name + "'");
+  return *way;
 }
 
 Args parse_args(int argc, char** argv) {
   Args args;
+  args.model.tokenizer = false;  // token ids only: golden.json has them
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw UsageError(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--golden") {
+    if (arg == "-h" || arg == "--help") {
+      args.help = true;
+    } else if (arg == "--golden") {
       args.golden = value();
     } else if (arg == "--provider") {
-      args.runtime.provider = value();
+      args.model.provider = value();
     } else if (arg == "--device-id") {
-      args.runtime.device_id = gpt2::parse_int(value(), arg);
+      args.model.device_id = gpt2_onnx::programs::parse_int(value(), arg, 0);
     } else if (arg == "--threads") {
-      args.runtime.intra_op_threads = gpt2::parse_int(value(), arg);
+      args.model.intra_op_threads = gpt2_onnx::programs::parse_int(value(), arg, 0);
     } else if (arg == "--no-batch") {
       args.batch = false;
     } else if (arg == "--weights") {
-      args.runtime.weights = weight_loading(value());
+      args.model.weights = weight_loading(value());
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option " + arg);
     } else if (args.folder.empty()) {
@@ -79,6 +84,7 @@ Args parse_args(int argc, char** argv) {
       throw UsageError("more than one export folder given");
     }
   }
+  if (args.help) return args;
   if (args.folder.empty()) throw UsageError("no export folder given");
   if (args.golden.empty()) args.golden = args.folder / "golden.json";
   return args;
@@ -100,26 +106,28 @@ struct Greedy {
   std::vector<float> last_logits;            // (B, V): those the last token was chosen from
 };
 
-// Greedy decoding of left-padded prompts for `steps` tokens, with the KV cache kept in ONNX Runtime.
-Greedy greedy(gpt2::ExportSessions& sessions, const std::vector<std::vector<int64_t>>& prompts, size_t steps,
-              int64_t pad_id) {
-  const int64_t vocab = sessions.manifest().vocab_size;
-  gpt2::PaddedBatch batch = gpt2::left_pad(prompts, pad_id);  // (B, T)
-  gpt2::KvRunner runner(sessions);
-  std::vector<float> logits = runner.prefill(batch.input_ids, batch.attention_mask);  // (B, V)
-  Greedy out{std::vector<std::vector<int64_t>>(prompts.size()), logits, {}};
-  gpt2::Int64Matrix mask = batch.attention_mask;
-  for (size_t step = 0; step < steps; ++step) {
-    std::vector<int64_t> next(prompts.size());  // (B,)
+// Greedy decoding of left-padded prompts for `steps` tokens (end-of-text not special), with the KV cache kept in
+// ONNX Runtime: the library's Generator, with the logits the first and the last tokens were chosen from kept.
+Greedy greedy(gpt2_onnx::Model& model, const std::vector<std::vector<int64_t>>& prompts, size_t steps) {
+  const auto vocab = static_cast<size_t>(model.manifest().vocab_size);
+  gpt2_onnx::GenerateOptions options;
+  options.max_new_tokens = static_cast<int>(steps);
+  options.stop_at_eos = false;
+  gpt2_onnx::Generator generator(model, prompts, options);
+  const auto copy_logits = [&] {
+    std::vector<float> all(prompts.size() * vocab);  // (B, V)
     for (size_t row = 0; row < prompts.size(); ++row) {
-      next[row] = gpt2::argmax(logits.data() + row * vocab, static_cast<size_t>(vocab));
-      out.tokens[row].push_back(next[row]);
+      std::copy_n(generator.logits(row), vocab, all.begin() + static_cast<std::ptrdiff_t>(row * vocab));
     }
-    if (step + 1 == steps) break;
-    mask = gpt2::append_ones_column(mask);  // (B, P + 1)
-    logits = runner.decode(next, mask);     // (B, V)
+    return all;
+  };
+  Greedy out{std::vector<std::vector<int64_t>>(prompts.size()), copy_logits(), {}};
+  for (size_t step = 0; step < steps; ++step) {
+    if (step + 1 == steps) out.last_logits = copy_logits();
+    generator.next();
   }
-  out.last_logits = std::move(logits);
+  const auto results = generator.results();
+  for (size_t row = 0; row < prompts.size(); ++row) out.tokens[row] = results[row].ids;
   return out;
 }
 
@@ -157,7 +165,7 @@ void compare_top5(Report& report, const std::string& name, const float* logits, 
   // The ranks must agree up to ties within the tolerance: at every rank, the expected id's logit lies within
   // 2 × atol of the logit holding that rank here (fp32's few roundings: the exact order but for true ties; reduced
   // precisions may swap near-ties).
-  const auto top = gpt2::top_k(logits, vocab, c.top5_ids.size());
+  const auto top = gpt2_onnx::top_k(logits, vocab, c.top5_ids.size());
   bool ranks_agree = top.size() == c.top5_ids.size();
   for (size_t i = 0; ranks_agree && i < top.size(); ++i) {
     ranks_agree = std::fabs(double(logits[c.top5_ids[i]]) - double(logits[top[i]])) <= 2 * atol;
@@ -176,14 +184,12 @@ void compare_top5(Report& report, const std::string& name, const float* logits, 
 
 // The KV loop's last step must give the logits that one prefill over the whole sequence gives without a cache.
 // This holds for any weights, so it catches a broken cache even where a random model repeats one token.
-void compare_with_recompute(Report& report, const std::string& name, gpt2::ExportSessions& sessions,
-                            const GoldenCase& c, const Greedy& result, double atol) {
+void compare_with_recompute(Report& report, const std::string& name, gpt2_onnx::Model& model, const GoldenCase& c,
+                            const Greedy& result, double atol) {
   if (result.tokens[0].size() < 2) return;  // no decode step was taken
-  std::vector<int64_t> sequence = c.input_ids;
+  std::vector<int64_t> sequence = c.input_ids;  // (T + steps - 1,)
   sequence.insert(sequence.end(), result.tokens[0].begin(), result.tokens[0].end() - 1);
-  gpt2::PaddedBatch batch = gpt2::left_pad({sequence}, 0);  // (1, T + steps - 1)
-  gpt2::KvRunner fresh(sessions);
-  const std::vector<float> expected = fresh.prefill(batch.input_ids, batch.attention_mask);  // (1, V)
+  const std::vector<float> expected = model.next_token_logits(sequence);  // (V,)
   double worst = 0.0;
   for (size_t i = 0; i < expected.size(); ++i) {
     worst = std::max(worst, std::fabs(double(result.last_logits[i]) - double(expected[i])));
@@ -194,17 +200,17 @@ void compare_with_recompute(Report& report, const std::string& name, gpt2::Expor
   report.add(worst <= atol, name + line);
 }
 
-void check_golden(gpt2::ExportSessions& sessions, const gpt2::Golden& golden, bool batch, Report& report) {
-  const auto vocab = static_cast<size_t>(sessions.manifest().vocab_size);
+void check_golden(gpt2_onnx::Model& model, const gpt2_onnx::programs::Golden& golden, bool batch, Report& report) {
+  const auto vocab = static_cast<size_t>(model.manifest().vocab_size);
   for (size_t i = 0; i < golden.cases.size(); ++i) {
     const GoldenCase& c = golden.cases[i];
     const std::string name = "case " + std::to_string(i);
     std::cout << name << " \"" << c.prompt << "\" (" << c.input_ids.size() << " prompt tokens)\n";
-    const Greedy result = greedy(sessions, {c.input_ids}, c.greedy_ids.size(), 0);
+    const Greedy result = greedy(model, {c.input_ids}, c.greedy_ids.size());
     const double atol = golden.atol_for(c);
     compare_tokens(report, name, result.tokens[0], c, atol);
     compare_top5(report, name, result.first_logits.data(), vocab, c, atol);
-    compare_with_recompute(report, name, sessions, c, result, atol);
+    compare_with_recompute(report, name, model, c, result, atol);
   }
   if (!batch || golden.cases.size() < 2) return;
   // Left padding must not change any row: the padded positions are masked and their position ids ignored.
@@ -214,9 +220,8 @@ void check_golden(gpt2::ExportSessions& sessions, const gpt2::Golden& golden, bo
     prompts.push_back(c.input_ids);
     steps = std::max(steps, c.greedy_ids.size());
   }
-  const int64_t pad = sessions.manifest().pad_token_id.value_or(sessions.manifest().eos_token_id.value_or(0));
   std::cout << "all " << prompts.size() << " cases as one left-padded batch\n";
-  const Greedy result = greedy(sessions, prompts, steps, pad);
+  const Greedy result = greedy(model, prompts, steps);
   for (size_t i = 0; i < golden.cases.size(); ++i) {
     const GoldenCase& c = golden.cases[i];
     const std::string name = "batch row " + std::to_string(i);
@@ -241,49 +246,34 @@ void print_memory(const std::string& when) {
   if (mib >= 0) std::cout << "memory: RSS " << mib << " MiB " << when << "\n";
 }
 
-void print_weights(const gpt2::ExportSessions& sessions) {
-  const gpt2::MappedWeights* shared = sessions.shared_weights();
-  if (shared == nullptr) {
+void print_weights(const gpt2_onnx::Model& model) {
+  const auto shared = model.shared_weights();
+  if (!shared) {
     std::cout << "weights: loaded and prepacked by ONNX Runtime for each session\n";
     return;
   }
-  const bool prepacked = sessions.weight_loading() == gpt2::WeightLoading::shared_prepacked;
-  std::cout << "weights: one map of " << sessions.manifest().weights_file << " (" << shared->tensor_count()
-            << " tensors, " << shared->mapped_bytes() / (1024 * 1024) << " MiB) shared by both sessions, "
+  const bool prepacked = model.weight_loading() == gpt2_onnx::WeightLoading::shared_prepacked;
+  std::cout << "weights: one map of " << model.manifest().weights_file << " (" << shared->tensors << " tensors, "
+            << shared->bytes / (1024 * 1024) << " MiB) shared by both sessions, "
             << (prepacked ? "prepacked once for both, map pages released" : "prepacking off") << "\n";
 }
 
-// "1.31.1" < "1.16.0"? Compared as numbers, part by part; a part's leading digits count ("0rc1" → 0).
-bool older_than(const std::string& version, const std::string& minimum) {
-  std::istringstream a(version), b(minimum);
-  std::string x, y;
-  while (std::getline(b, y, '.')) {
-    if (!std::getline(a, x, '.')) x = "0";
-    const long have = std::strtol(x.c_str(), nullptr, 10), need = std::strtol(y.c_str(), nullptr, 10);
-    if (have != need) return have < need;
-  }
-  return false;
-}
-
 int run(const Args& args) {
-  const gpt2::Manifest manifest = gpt2::read_manifest(args.folder);
-  const gpt2::Golden golden = gpt2::read_golden(args.golden);
-  const std::string version = Ort::GetVersionString();
-  std::cout << "ONNX Runtime " << version << " (C API " << ORT_API_VERSION << "), provider " << args.runtime.provider
+  if (args.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  gpt2_onnx::Model model = gpt2_onnx::Model::open(args.folder, args.model);
+  const gpt2_onnx::Manifest& manifest = model.manifest();
+  const gpt2_onnx::programs::Golden golden = gpt2_onnx::programs::read_golden(args.golden);
+  std::cout << "ONNX Runtime " << gpt2_onnx::Model::onnxruntime_version() << ", provider " << args.model.provider
             << "\nexport " << args.folder.string() << ": " << manifest.n_layer << " layers, " << manifest.n_head
             << " heads, d=" << manifest.n_embd << ", vocab " << manifest.vocab_size << ", opset " << manifest.opset
             << " (needs ONNX Runtime >= " << manifest.min_onnxruntime << ")\n";
-  if (!manifest.min_onnxruntime.empty() && older_than(version, manifest.min_onnxruntime)) {
-    std::cerr << "error: ONNX Runtime " << version << " is older than this export needs (" << manifest.min_onnxruntime
-              << ")\n";
-    return 3;
-  }
-  Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "gpt2_golden_check");
-  gpt2::ExportSessions sessions(env, args.folder, manifest, args.runtime);
-  print_weights(sessions);
+  print_weights(model);
   print_memory("with both sessions loaded");
   Report report;
-  check_golden(sessions, golden, args.batch, report);
+  check_golden(model, golden, args.batch, report);
   print_memory("after the check");
   std::cout << "golden check " << (report.failed ? "FAILED" : "passed") << ": " << report.passed << " comparisons ok, "
             << report.failed << " failed\n";
@@ -293,8 +283,5 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return gpt2::run_program(
-      "gpt2_golden_check EXPORT_FOLDER [--golden FILE] [--provider cpu|cuda] [--device-id N] [--threads N] "
-      "[--no-batch] [--weights shared|shared-unpacked|per-session]",
-      [&] { return run(parse_args(argc, argv)); });
+  return gpt2_onnx::programs::run_program("gpt2_golden_check", [&] { return run(parse_args(argc, argv)); });
 }

@@ -1,0 +1,33 @@
+# Run the decode benchmark with tiny settings and --json, and check the shape of its one JSON line (the contract in
+# docs/cpp.md): every key there, the per-round lists as long as --rounds. Timings are never asserted.
+#   cmake -DPROGRAM=gpt2_onnx_decode_bench -DFOLDER=export -P check_bench_json.cmake
+set(rounds 3)
+execute_process(COMMAND "${PROGRAM}" "${FOLDER}" --prompt 8 --new 4 --rounds ${rounds} --warmup 1 --threads 1 --json
+                RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "exit status ${status}")
+endif()
+string(STRIP "${out}" out)
+if(out MATCHES "\n")
+  message(FATAL_ERROR "more than one line on stdout")
+endif()
+foreach(key client folder precision onnxruntime threads prompt_tokens new_tokens rounds prefill_ms
+            decode_ms_per_token allocated_bytes_per_token peak_rss_mib)
+  string(JSON type ERROR_VARIABLE missing TYPE "${out}" ${key})
+  if(missing)
+    message(FATAL_ERROR "no key '${key}': ${missing}")
+  endif()
+endforeach()
+string(JSON client GET "${out}" client)
+string(JSON new_tokens GET "${out}" new_tokens)
+string(JSON null_type TYPE "${out}" allocated_bytes_per_token)
+if(NOT client STREQUAL "cpp" OR NOT new_tokens EQUAL 4 OR NOT null_type STREQUAL "NULL")
+  message(FATAL_ERROR "client '${client}', new_tokens ${new_tokens}, allocated_bytes_per_token ${null_type}")
+endif()
+foreach(list prefill_ms decode_ms_per_token)
+  string(JSON length LENGTH "${out}" ${list})
+  if(NOT length EQUAL rounds)
+    message(FATAL_ERROR "${list} has ${length} entries, not ${rounds}")
+  endif()
+endforeach()

@@ -1,0 +1,37 @@
+# Build tests/consumer as a customer would and run it on a fixture, in WORK (emptied first):
+#   MODE=find_package      cmake --install BUILD_DIR into WORK/prefix, then find_package(gpt2_onnx CONFIG) there
+#   MODE=add_subdirectory  the consumer adds SOURCE_DIR (these sources) as a subdirectory
+# The consumer prints the greedy ids of one prompt (and its text where the library has the text layer).
+file(REMOVE_RECURSE "${WORK}")
+set(configure_args -S "${SOURCE_DIR}/tests/consumer" -B "${WORK}/build" -DCMAKE_BUILD_TYPE=Release)
+if(MODE STREQUAL "find_package")
+  execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK}/prefix"
+                  RESULT_VARIABLE status OUTPUT_QUIET)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "cmake --install failed (${status})")
+  endif()
+  list(APPEND configure_args "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+else()
+  list(APPEND configure_args "-DGPT2_ONNX_SOURCE_DIR=${SOURCE_DIR}" "-DONNXRUNTIME_ROOT=${ONNXRUNTIME_ROOT}"
+       "-DONNXRUNTIME_GENAI_ROOT=${ONNXRUNTIME_GENAI_ROOT}" "-DNLOHMANN_JSON_INCLUDE_DIR=${NLOHMANN_JSON_INCLUDE_DIR}")
+endif()
+foreach(step IN ITEMS configure build run)
+  if(step STREQUAL "configure")
+    set(command "${CMAKE_COMMAND}" ${configure_args})
+  elseif(step STREQUAL "build")
+    set(command "${CMAKE_COMMAND}" --build "${WORK}/build" --parallel 2)
+  else()
+    set(command "${WORK}/build/consumer" "${FOLDER}")
+  endif()
+  execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "${step} failed (${status}):\n${out}${err}")
+  endif()
+endforeach()
+message("${out}")
+if(NOT out MATCHES "ids: 262 198 220")
+  message(FATAL_ERROR "the consumer printed other ids")
+endif()
+if(WITH_TEXT AND NOT out MATCHES "text: \\[ the\n")
+  message(FATAL_ERROR "the consumer printed no text")
+endif()
