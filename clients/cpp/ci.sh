@@ -44,7 +44,11 @@ if [ "$FRESH" = no ]; then
 fi
 
 # GoogleTest: Debian's libgtest-dev (its CMake package GTest), installed here where it is missing and we may.
-if ! ls /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake 2>/dev/null | grep -q .; then
+HAVE_GTEST=no
+for config in /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake; do
+  [ -f "$config" ] && HAVE_GTEST=yes
+done
+if [ "$HAVE_GTEST" = no ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "ci.sh: installing GoogleTest (libgtest-dev)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev >/dev/null
