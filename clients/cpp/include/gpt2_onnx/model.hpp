@@ -1,9 +1,11 @@
 // One export folder opened for generation: its manifest, both ONNX Runtime sessions (prefill and decode, KV cache
 // kept inside ONNX Runtime between steps), and, where the build has the text layer, its tokenizer.
 //
-//   auto model = gpt2_onnx::Model::open("export-folder");
-//   gpt2_onnx::Generation g = model.generate("The os module", {});           // greedy, 16 new tokens
-//   model.generate("Hello", {.max_new_tokens = 32}, [](int64_t, std::string_view piece) { std::cout << piece; });
+//   gpt2_onnx::Model model = gpt2_onnx::Model::open("export-folder");
+//   gpt2_onnx::Generation g = model.generate("The os module");               // greedy, 16 new tokens
+//   gpt2_onnx::GenerateOptions options;
+//   options.max_new_tokens = 32;
+//   model.generate("Hello", options, [](int64_t, std::string_view piece) { std::cout << piece; });  // streamed
 #pragma once
 
 #include <cstdint>
