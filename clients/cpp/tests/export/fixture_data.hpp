@@ -2,7 +2,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -42,10 +41,10 @@ inline const nlohmann::json& fixture(const std::string& name) { return expectati
 
 inline std::vector<int64_t> ids(const nlohmann::json& list) { return list.get<std::vector<int64_t>>(); }
 
-// A fresh copy of a fixture folder under the test's own temporary folder, for tests that damage it.
+// A fresh copy of a fixture folder under a temporary folder of the test's own (`tag`), for tests that damage it;
+// the next run replaces it, so the copies do not pile up.
 inline std::filesystem::path copy_of(const std::string& name, const std::string& tag) {
-  const auto target = std::filesystem::temp_directory_path() /
-                      ("gpt2_onnx_test_" + tag + "_" + std::to_string(::getpid())) / name;
+  const auto target = std::filesystem::temp_directory_path() / ("gpt2_onnx_test_" + tag) / name;
   std::filesystem::remove_all(target);
   std::filesystem::create_directories(target.parent_path());
   std::filesystem::copy(kFixtures / name, target, std::filesystem::copy_options::recursive);

@@ -32,7 +32,7 @@ void expect_error(Call&& call, const std::string& part) {
 
 TEST(Refusals, AFolderThatIsNoExport) {
   expect_error<NotAnExportError>([] { Model::open(testing::kFixtures / "no-such-export"); }, "no manifest.json");
-  const auto foreign = std::filesystem::temp_directory_path() / ("gpt2_onnx_foreign_" + std::to_string(::getpid()));
+  const auto foreign = std::filesystem::temp_directory_path() / "gpt2_onnx_test_foreign";
   std::filesystem::create_directories(foreign);
   std::ofstream(foreign / "manifest.json") << R"({"format": "some-other-tool", "schema_version": 1})";
   expect_error<NotAnExportError>([&] { Model::open(foreign); }, "not a gpt2-onnx manifest");
