@@ -1,8 +1,9 @@
 // The decode benchmark: gpt2-onnx-dotnet-bench EXPORT_FOLDER [--prompt N] [--new N] [--rounds N] [--warmup N]
 // [--threads N] [--json]. The model is opened once; each round prefills a prompt of N synthetic ids
-// (ids[i] = (i * 7919 + 13) % vocab_size; timed: prefill_ms), then runs exactly --new greedy steps through the
-// library's public Gpt2Generator, end-of-text ignored (timed as a whole: decode_ms_per_token), each step one token
-// chosen and one decode run, and counts the managed bytes this thread allocated over those steps.
+// (ids[i] = (i * 7919 + 13) % vocab_size; timed: prefill_ms), then generates exactly --new greedy tokens through
+// the library's public Gpt2Generator, end-of-text ignored (timed as a whole: decode_ms_per_token = loop time / N;
+// N tokens take N - 1 decode runs, as Generate and clients/cpp's benchmark count them), and counts the managed bytes
+// this thread allocated over that loop, per token.
 // Warm-up rounds are not recorded. Exit 2 on bad arguments; the same contract as clients/cpp's benchmark.
 using System.Diagnostics;
 using System.Globalization;
@@ -45,8 +46,9 @@ public static class Program
         using Gpt2Model model = Gpt2Model.Open(a.Folder, new Gpt2ModelOptions { IntraOpThreads = a.Threads });
         int vocab = model.Manifest.VocabSize;
         long[] prompt = Enumerable.Range(0, a.Prompt).Select(i => (long)(((long)i * 7919 + 13) % vocab)).ToArray();
-        // MaxNewTokens = new + 1: each of the `new` timed steps chooses a token and runs decode after it.
-        var options = new GenerationOptions { MaxNewTokens = a.New + 1, StopAtEndOfText = false };
+        // Exactly `new` tokens, end-of-text ignored: `new` choices and `new` - 1 decode runs (no decode follows the
+        // last token), as Generate and the C++ client's benchmark do.
+        var options = new GenerationOptions { MaxNewTokens = a.New, StopAtEndOfText = false };
         var prefill = new List<double>();
         var decode = new List<double>();
         var allocated = new List<double>();
@@ -79,7 +81,7 @@ public static class Program
         double prefillMs = clock.Elapsed.TotalMilliseconds;
         long before = GC.GetAllocatedBytesForCurrentThread();
         clock.Restart();
-        for (int step = 0; step < steps; step++)
+        while (!generator.IsDone)
         {
             generator.Step();
         }
