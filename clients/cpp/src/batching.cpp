@@ -39,14 +39,4 @@ Int64Matrix position_ids(const Int64Matrix& attention_mask, int64_t last_n) {
   return out;
 }
 
-Int64Matrix append_ones_column(const Int64Matrix& attention_mask) {
-  const int64_t cols = attention_mask.cols + 1;
-  Int64Matrix out{attention_mask.rows, cols, std::vector<int64_t>(attention_mask.rows * cols, 1)};
-  for (int64_t row = 0; row < attention_mask.rows; ++row) {
-    std::copy_n(attention_mask.data.begin() + row * attention_mask.cols, attention_mask.cols,
-                out.data.begin() + row * cols);
-  }
-  return out;
-}
-
 }  // namespace gpt2_onnx::detail

@@ -30,7 +30,4 @@ PaddedBatch left_pad(const std::vector<std::vector<int64_t>>& sequences, int64_t
 // is ignored). Returns the last `last_n` columns: (B, last_n); last_n = mask.cols for prefill, 1 for a decode step.
 Int64Matrix position_ids(const Int64Matrix& attention_mask, int64_t last_n);
 
-// attention_mask (B, L) → (B, L + 1) with a 1 appended to each row: one more real token per row.
-Int64Matrix append_ones_column(const Int64Matrix& attention_mask);
-
 }  // namespace gpt2_onnx::detail

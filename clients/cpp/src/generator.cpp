@@ -40,13 +40,14 @@ void check_prompts(const Manifest& manifest, const std::vector<std::vector<int64
 }  // namespace detail
 
 struct Generator::Impl {
-  Impl(Model::Impl& model, const GenerateOptions& options) : runner(*model.sessions), select(options) {}
+  Impl(Model::Impl& model, const GenerateOptions& options, int64_t batch, int64_t capacity)
+      : runner(*model.sessions, batch, capacity), select(options) {}
 
   detail::KvRunner runner;
   TokenSelector select;
   std::vector<std::vector<int64_t>> prompts;
-  detail::Int64Matrix mask;  // (B, P): over every token fed so far
-  std::vector<float> logits;  // (B, V): what the next tokens are chosen from
+  const float* logits = nullptr;  // (B, V), the runner's: what the next tokens are chosen from
+  std::vector<int64_t> feed;      // (B,): the tokens of the next decode step
   int64_t vocab = 0;
   int max_new_tokens = 0;
   std::optional<int64_t> eos;  // ends a row where stop_at_eos
@@ -59,7 +60,10 @@ struct Generator::Impl {
 Generator::Generator(Model& model, std::vector<std::vector<int64_t>> prompts, const GenerateOptions& options) {
   Model::Impl& m = *model.impl_;
   detail::check_prompts(m.manifest, prompts, options.max_new_tokens);
-  impl_ = std::make_unique<Impl>(m, options);
+  size_t longest = 0;
+  for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
+  const auto capacity = static_cast<int64_t>(longest) + options.max_new_tokens;  // every position it can reach
+  impl_ = std::make_unique<Impl>(m, options, static_cast<int64_t>(prompts.size()), capacity);
   Impl& g = *impl_;
   g.vocab = m.manifest.vocab_size;
   g.max_new_tokens = options.max_new_tokens;
@@ -71,7 +75,7 @@ Generator::Generator(Model& model, std::vector<std::vector<int64_t>> prompts, co
   g.last.assign(batch, -1);
   detail::PaddedBatch padded = detail::left_pad(prompts, g.pad);  // (B, T)
   g.prompts = std::move(prompts);
-  g.mask = padded.attention_mask;
+  g.feed.assign(batch, g.pad);
   g.logits = detail::onnxruntime_call([&] { return g.runner.prefill(padded.input_ids, padded.attention_mask); });
 }
 
@@ -85,14 +89,15 @@ bool Generator::done() const {
   return std::all_of(impl_->finished.begin(), impl_->finished.end(), [](const auto& f) { return f.has_value(); });
 }
 
-const float* Generator::logits(size_t row) const { return impl_->logits.data() + row * impl_->vocab; }
+const float* Generator::logits(size_t row) const { return impl_->logits + row * impl_->vocab; }
 
 const std::vector<int64_t>& Generator::next() {
   if (done()) throw std::logic_error("Generator::next after every row has ended");
   Impl& g = *impl_;
-  std::vector<int64_t> feed(g.prompts.size(), g.pad);  // (B,)
+  std::vector<int64_t>& feed = g.feed;  // (B,): ended rows are fed the pad id
   for (size_t row = 0; row < g.prompts.size(); ++row) {
     g.last[row] = -1;
+    feed[row] = g.pad;
     if (g.finished[row]) continue;
     const int64_t id = g.select(logits(row), static_cast<size_t>(g.vocab));  // rows draw in row order
     g.ids[row].push_back(id);
@@ -104,8 +109,7 @@ const std::vector<int64_t>& Generator::next() {
     }
   }
   if (done()) return g.last;  // no decode step for a token nobody reads
-  g.mask = detail::append_ones_column(g.mask);  // (B, P + 1)
-  g.logits = detail::onnxruntime_call([&] { return g.runner.decode(feed, g.mask); });
+  g.logits = detail::onnxruntime_call([&] { return g.runner.decode(feed); });  // the mask grows inside
   return g.last;
 }
 

@@ -136,8 +136,9 @@ std::vector<Generation> Model::generate(const std::vector<std::string>& prompts,
 std::vector<float> Model::next_token_logits(const std::vector<int64_t>& prompt_ids) {
   detail::check_prompts(impl_->manifest, {prompt_ids}, 1);
   detail::PaddedBatch batch = detail::left_pad({prompt_ids}, 0);  // (1, T)
-  detail::KvRunner runner(*impl_->sessions);
-  return detail::onnxruntime_call([&] { return runner.prefill(batch.input_ids, batch.attention_mask); });  // (V,)
+  detail::KvRunner runner(*impl_->sessions, 1, batch.input_ids.cols);
+  const float* logits = detail::onnxruntime_call([&] { return runner.prefill(batch.input_ids, batch.attention_mask); });
+  return std::vector<float>(logits, logits + impl_->manifest.vocab_size);  // (V,)
 }
 
 std::string Model::onnxruntime_version() {

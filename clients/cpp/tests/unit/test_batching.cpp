@@ -29,9 +29,7 @@ TEST(Batching, PositionIdsFollowTheCumsumRule) {
   EXPECT_EQ(position_ids(mask, 4).data, (V{0, 0, 0, 1, 0, 1, 2, 3}));
   EXPECT_EQ(position_ids(mask, 1).data, (V{1, 3}));
   // A decode step after left padding: the new token's position counts real tokens only.
-  const auto grown = append_ones_column(mask);
-  EXPECT_EQ(grown.cols, 5);
-  EXPECT_EQ(grown.data, (V{0, 0, 1, 1, 1, 1, 1, 1, 1, 1}));
+  const Int64Matrix grown{2, 5, {0, 0, 1, 1, 1, 1, 1, 1, 1, 1}};  // each row one more real token
   EXPECT_EQ(position_ids(grown, 1).data, (V{2, 4}));
   // Padding inside the sequence (as onnxruntime-genai batches) is the same rule.
   const Int64Matrix holes{1, 5, {1, 1, 0, 0, 1}};
