@@ -2,7 +2,7 @@
 the .NET client's managed bytes allocated per token, in one interleaved run.
 
 Each client has a benchmark program on its own library (clients/cpp: ``gpt2_onnx_decode_bench``; clients/dotnet:
-``Gpt2Onnx.Bench``) that opens an export once, warms up, then times rounds of one prefill of a fixed prompt
+``gpt2-onnx-dotnet-bench``) that opens an export once, warms up, then times rounds of one prefill of a fixed prompt
 (``ids[i] = (i * 7919 + 13) % vocab``) and a greedy decode of exactly ``--new`` tokens through the library's own
 generation path, and prints one JSON object (``--json``). This script runs the two programs one after the other, a
 process each, the order swapping from pair to pair, on each fixture, and pairs each .NET process with the C++ process
@@ -14,7 +14,11 @@ it runs on a machine without the Python side (the .NET machine).
     # writes benchmarks/results/<stamp>-clients-decode.{json,md}
 
 Build the programs first: ``clients/cpp/ci.sh`` (or its cmake build) and ``dotnet build -c Release`` of
-clients/dotnet's benchmark project.
+clients/dotnet's benchmark project. ``--first`` and ``--second`` (``LABEL=COMMAND``) put any two programs of that
+contract side by side, e.g. one client's build before and after a change:
+
+    python3 benchmarks/clients_decode.py --first "C++ before=/tmp/before/gpt2_onnx_decode_bench" \
+        --second "C++ after=clients/cpp/build/gpt2_onnx_decode_bench" --suffix -cpp-lean-step
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 RESULTS = REPO / "benchmarks" / "results"
 DEFAULT_CPP = REPO / "clients" / "cpp" / "build" / "gpt2_onnx_decode_bench"
-DEFAULT_DOTNET = REPO / "clients" / "dotnet" / "bench" / "bin" / "Release" / "net10.0" / "Gpt2Onnx.Bench"
-CLIENTS = ("cpp", "dotnet")  # the order of the first pair; each later pair swaps it
+DEFAULT_DOTNET = (
+    REPO / "clients" / "dotnet" / "bench" / "Gpt2Onnx.Bench" / "bin" / "Release" / "net10.0" / "gpt2-onnx-dotnet-bench"
+)
 TARGET_RATIO = 1.2  # issue 49: the C# host's time per token within 1.2× the C++ client's
 TARGET_BYTES = 1024  # issue 49: steady-state decode allocates at most 1 KB of managed memory per token
 
@@ -59,6 +64,14 @@ class Settings:
         ]  # fmt: skip
 
 
+def labelled(text: str) -> tuple[str, list[str]]:
+    """``LABEL=COMMAND`` → (label, the command's words)."""
+    label, sep, command = text.partition("=")
+    if not sep or not label or not command.strip():
+        raise argparse.ArgumentTypeError(f"'{text}' is not LABEL=COMMAND")
+    return label, shlex.split(command)
+
+
 def run_client(command: list[str], folder: Path, settings: Settings) -> dict[str, Any]:
     """One benchmark process on ``folder``; its JSON object (the last stdout line that parses as one)."""
     done = subprocess.run([*command, str(folder), *settings.arguments()], capture_output=True, text=True, check=False)
@@ -71,53 +84,54 @@ def run_client(command: list[str], folder: Path, settings: Settings) -> dict[str
     raise SystemExit(f"clients_decode: {shlex.join(command)} printed no JSON object")
 
 
-def pair_order(index: int) -> tuple[str, str]:
-    """The clients' order in pair ``index``: swapped every other pair, so that drift hits both alike."""
-    return CLIENTS if index % 2 == 0 else (CLIENTS[1], CLIENTS[0])
+def pair_order(labels: tuple[str, str], index: int) -> tuple[str, str]:
+    """The programs' order in pair ``index``: swapped every other pair, so that drift hits both alike."""
+    return labels if index % 2 == 0 else (labels[1], labels[0])
 
 
-def summarize(pairs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """One fixture's figures from its pairs ({client: that process's JSON}): each client's medians over every round,
-    the .NET ÷ C++ ratio of each pair's medians, and the .NET bytes allocated per token (the largest round's)."""
-    decode = {c: [x for p in pairs for x in p[c]["decode_ms_per_token"]] for c in CLIENTS}
-    prefill = {c: [x for p in pairs for x in p[c]["prefill_ms"]] for c in CLIENTS}
+def summarize(pairs: list[dict[str, dict[str, Any]]], labels: tuple[str, str]) -> dict[str, Any]:
+    """One fixture's figures from its pairs ({label: that process's JSON}): each program's medians over every round,
+    the second ÷ first ratio of each pair's medians, and the managed bytes allocated per token (the largest round's)
+    of each program that reports them."""
+    first, second = labels
+    decode = {c: [x for p in pairs for x in p[c]["decode_ms_per_token"]] for c in labels}
+    prefill = {c: [x for p in pairs for x in p[c]["prefill_ms"]] for c in labels}
     ratios = [
-        statistics.median(p["dotnet"]["decode_ms_per_token"]) / statistics.median(p["cpp"]["decode_ms_per_token"])
+        statistics.median(p[second]["decode_ms_per_token"]) / statistics.median(p[first]["decode_ms_per_token"])
         for p in pairs
     ]
-    allocated = [x for p in pairs for x in (p["dotnet"].get("allocated_bytes_per_token") or [])]
-    rss = {c: max((p[c].get("peak_rss_mib") or 0.0) for p in pairs) or None for c in CLIENTS}
+    allocated = {c: [x for p in pairs for x in (p[c].get("allocated_bytes_per_token") or [])] for c in labels}
+    rss = {c: max((p[c].get("peak_rss_mib") or 0.0) for p in pairs) or None for c in labels}
     return {
-        "decode_ms_per_token": {c: statistics.median(decode[c]) for c in CLIENTS},
-        "prefill_ms": {c: statistics.median(prefill[c]) for c in CLIENTS},
+        "decode_ms_per_token": {c: statistics.median(decode[c]) for c in labels},
+        "prefill_ms": {c: statistics.median(prefill[c]) for c in labels},
         "ratios": ratios,
         "ratio": statistics.median(ratios),
         "pairs_within_target": sum(r <= TARGET_RATIO for r in ratios),
-        "dotnet_allocated_bytes_per_token": max(allocated) if allocated else None,
+        "allocated_bytes_per_token": {c: max(allocated[c]) if allocated[c] else None for c in labels},
         "peak_rss_mib": rss,
     }
 
 
-def table(summaries: dict[str, dict[str, Any]]) -> list[str]:
+def table(summaries: dict[str, dict[str, Any]], labels: tuple[str, str]) -> list[str]:
     """Markdown rows, one per fixture."""
+    a, b = labels
     lines = [
-        "| fixture | decode ms/token: C++ / .NET | .NET ÷ C++ (pairs ≤ 1.2×) | prefill ms: C++ / .NET "
-        "| .NET managed bytes/token (largest round) | peak RSS MiB: C++ / .NET |",
+        f"| fixture | decode ms/token: {a} / {b} | {b} ÷ {a} (pairs ≤ {TARGET_RATIO}×) | prefill ms: {a} / {b} "
+        f"| managed bytes/token, largest round: {a} / {b} | peak RSS MiB: {a} / {b} |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in summaries.items():
-        d, p, rss = s["decode_ms_per_token"], s["prefill_ms"], s["peak_rss_mib"]
-        allocated = s["dotnet_allocated_bytes_per_token"]
+        d, p, rss, alloc = s["decode_ms_per_token"], s["prefill_ms"], s["peak_rss_mib"], s["allocated_bytes_per_token"]
         lines.append(
-            f"| {name} | {d['cpp']:.3f} / {d['dotnet']:.3f} | {s['ratio']:.3f} "
-            f"({s['pairs_within_target']}/{len(s['ratios'])}) | {p['cpp']:.2f} / {p['dotnet']:.2f} "
-            f"| {'—' if allocated is None else f'{allocated:.0f}'} "
-            f"| {_mib(rss['cpp'])} / {_mib(rss['dotnet'])} |"
+            f"| {name} | {d[a]:.3f} / {d[b]:.3f} | {s['ratio']:.3f} ({s['pairs_within_target']}/{len(s['ratios'])}) "
+            f"| {p[a]:.2f} / {p[b]:.2f} | {_figure(alloc[a])} / {_figure(alloc[b])} "
+            f"| {_figure(rss[a])} / {_figure(rss[b])} |"
         )
     return lines
 
 
-def _mib(value: float | None) -> str:
+def _figure(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f}"
 
 
@@ -155,21 +169,23 @@ def machine() -> dict[str, Any]:
 def markdown(raw: dict[str, Any]) -> str:
     s: Settings = Settings(**raw["settings"])
     m = raw["machine"]
+    a, b = labels = (raw["labels"][0], raw["labels"][1])
     runtimes = sorted({run["onnxruntime"] for pairs in raw["runs"].values() for p in pairs for run in p.values()})
     lines = [
-        "# The C++ and .NET clients' decode loops, side by side",
+        f"# {a} and {b}: the decode loops side by side",
         "",
         f"{m['cpu']}, {m['cpus']} cores; .NET SDK {m['dotnet']}; {m['cxx']}; ONNX Runtime {', '.join(runtimes)} "
-        f"(NuGet, the same native library in both). Load average {m['load_before'][0]:.2f} before the run.",
+        f"(one release in both when one is named). Load average {m['load_before'][0]:.2f} before the run, "
+        f"{m['load_after'][0]:.2f} after.",
         "",
-        f"Each fixture: {len(next(iter(raw['runs'].values())))} pairs of processes, C++ and .NET, the order swapping "
+        f"Each fixture: {len(next(iter(raw['runs'].values())))} pairs of processes, {a} and {b}, the order swapping "
         f"pair by pair; each process opens the export once, warms up {s.warmup} round(s), then times {s.rounds} "
-        f"rounds of a {s.prompt}-token prefill and {s.new} greedy steps, {s.threads} intra-op thread(s). Medians over "
-        "every round; the ratio is .NET's median ÷ C++'s in each pair, the median over pairs (in how many pairs it was "
-        f"at most {TARGET_RATIO}×). Managed bytes: `GC.GetAllocatedBytesForCurrentThread` over the decode loop ÷ "
-        f"steps (target ≤ {TARGET_BYTES}).",
+        f"rounds of a {s.prompt}-token prefill and {s.new} greedy tokens, {s.threads} intra-op thread(s). Medians "
+        f"over every round; the ratio is {b}'s median ÷ {a}'s in each pair, the median over pairs (in how many pairs "
+        f"it was at most {TARGET_RATIO}×). Managed bytes: `GC.GetAllocatedBytesForCurrentThread` over the decode "
+        f"loop ÷ tokens, where a program reports them (.NET; target ≤ {TARGET_BYTES}).",
         "",
-        *table(raw["summaries"]),
+        *table(raw["summaries"], labels),
         "",
     ]
     return "\n".join(lines)
@@ -186,8 +202,8 @@ def save(raw: dict[str, Any], results: Path, suffix: str) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpp", default=str(DEFAULT_CPP), help="the C++ benchmark program (a command line)")
-    parser.add_argument("--dotnet", default=str(DEFAULT_DOTNET), help="the .NET benchmark program (a command line)")
+    parser.add_argument("--first", type=labelled, default=f"C++={DEFAULT_CPP}", help="LABEL=COMMAND (C++)")
+    parser.add_argument("--second", type=labelled, default=f".NET={DEFAULT_DOTNET}", help="LABEL=COMMAND (.NET)")
     parser.add_argument("--fixtures", default="pydocs-micro-fp32,pydocs-micro-int4", help="fixtures/ folders")
     parser.add_argument("--pairs", type=int, default=5, help="pairs of processes per fixture")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per process")
@@ -201,16 +217,20 @@ def main() -> int:
     if args.pairs < 1 or args.rounds < 1:
         parser.error("--pairs and --rounds must be at least 1")
     settings = Settings(args.prompt, args.new, args.rounds, args.warmup, args.threads)
-    commands = {"cpp": shlex.split(args.cpp), "dotnet": shlex.split(args.dotnet)}
-    raw: dict[str, Any] = {"settings": vars(settings), "machine": machine(), "runs": {}, "summaries": {}}
+    commands = dict([args.first, args.second])
+    labels = (args.first[0], args.second[0])
+    if labels[0] == labels[1]:
+        parser.error("--first and --second need different labels")
+    raw: dict[str, Any] = {"labels": labels, "settings": vars(settings), "machine": machine(), "runs": {}}
+    raw["summaries"] = {}
     for name in args.fixtures.split(","):
         folder = FIXTURES / name
         pairs = []
         for index in range(args.pairs):
-            pairs.append({client: run_client(commands[client], folder, settings) for client in pair_order(index)})
+            pairs.append({label: run_client(commands[label], folder, settings) for label in pair_order(labels, index)})
             print(f"{name} pair {index + 1}/{args.pairs} done", file=sys.stderr)
         raw["runs"][name] = pairs
-        raw["summaries"][name] = summarize(pairs)
+        raw["summaries"][name] = summarize(pairs, labels)
     raw["machine"]["load_after"] = os.getloadavg()
     path = save(raw, args.results, args.suffix)
     print(path.read_text(encoding="utf-8"))

@@ -22,8 +22,11 @@ def _process(client: str, decode: list[float], allocated: list[float] | None = N
     }
 
 
+LABELS = ("cpp", "dotnet")
+
+
 def test_the_order_swaps_pair_by_pair() -> None:
-    assert [cd.pair_order(i) for i in range(3)] == [("cpp", "dotnet"), ("dotnet", "cpp"), ("cpp", "dotnet")]
+    assert [cd.pair_order(LABELS, i) for i in range(3)] == [LABELS, ("dotnet", "cpp"), LABELS]
 
 
 def test_each_pair_is_the_ratio_of_its_own_medians() -> None:
@@ -31,20 +34,26 @@ def test_each_pair_is_the_ratio_of_its_own_medians() -> None:
         {"cpp": _process("cpp", [1.0, 1.0, 5.0]), "dotnet": _process("dotnet", [1.1, 1.1, 1.1], [64.0, 80.0])},
         {"cpp": _process("cpp", [2.0, 2.0, 2.0]), "dotnet": _process("dotnet", [3.0, 3.0, 3.0], [72.0])},
     ]
-    s = cd.summarize(pairs)
+    s = cd.summarize(pairs, LABELS)
     assert s["ratios"] == [1.1 / 1.0, 1.5]  # a slow outlier round does not move its pair's median
     assert s["ratio"] == (1.1 + 1.5) / 2
     assert s["pairs_within_target"] == 1  # 1.5 > 1.2
     assert s["decode_ms_per_token"] == {"cpp": 2.0, "dotnet": (1.1 + 3.0) / 2}  # over every round of every pair
-    assert s["dotnet_allocated_bytes_per_token"] == 80.0  # the largest round's
+    assert s["allocated_bytes_per_token"] == {"cpp": None, "dotnet": 80.0}  # the largest round's
     assert s["peak_rss_mib"] == {"cpp": 40.0, "dotnet": 60.0}
 
 
 def test_the_table_has_a_row_per_fixture() -> None:
     pair = {"cpp": _process("cpp", [1.0]), "dotnet": _process("dotnet", [1.05], [100.0])}
-    rows = cd.table({"pydocs-micro-fp32": cd.summarize([pair]), "pydocs-micro-int4": cd.summarize([pair])})
+    summary = cd.summarize([pair], LABELS)
+    rows = cd.table({"pydocs-micro-fp32": summary, "pydocs-micro-int4": summary}, LABELS)
     assert len(rows) == 4
-    assert rows[2].startswith("| pydocs-micro-fp32 | 1.000 / 1.050 | 1.050 (1/1) | 2.00 / 2.10 | 100 | 40 / 60 |")
+    assert rows[0].startswith("| fixture | decode ms/token: cpp / dotnet | dotnet ÷ cpp (pairs ≤ 1.2×) |")
+    assert rows[2] == "| pydocs-micro-fp32 | 1.000 / 1.050 | 1.050 (1/1) | 2.00 / 2.10 | — / 100 | 40 / 60 |"
+
+
+def test_a_program_is_label_equals_command() -> None:
+    assert cd.labelled("C++ before=/tmp/b/bench --x") == ("C++ before", ["/tmp/b/bench", "--x"])
 
 
 def test_a_program_that_fails_stops_the_run(tmp_path: Path) -> None:
