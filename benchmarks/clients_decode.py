@@ -90,12 +90,21 @@ def pair_order(labels: tuple[str, str], index: int) -> tuple[str, str]:
 
 
 def summarize(pairs: list[dict[str, dict[str, Any]]], labels: tuple[str, str]) -> dict[str, Any]:
-    """One fixture's figures from its pairs ({label: that process's JSON}): each program's medians over every round,
-    the second ÷ first ratio of each pair's medians, and the managed bytes allocated per token (the largest round's)
-    of each program that reports them."""
+    """One fixture's figures from its pairs ({label: that process's JSON}): each program's medians over every round
+    (a whole generation is a round's prefill + its tokens: what a program does before the first step, such as
+    preparing buffers, counts there), the second ÷ first ratio of each pair's medians, and the managed bytes
+    allocated per token (the largest round's) of each program that reports them."""
     first, second = labels
     decode = {c: [x for p in pairs for x in p[c]["decode_ms_per_token"]] for c in labels}
     prefill = {c: [x for p in pairs for x in p[c]["prefill_ms"]] for c in labels}
+    whole = {
+        c: [
+            pre + run["new_tokens"] * per_token
+            for run in (p[c] for p in pairs)
+            for pre, per_token in zip(run["prefill_ms"], run["decode_ms_per_token"], strict=True)
+        ]
+        for c in labels
+    }
     ratios = [
         statistics.median(p[second]["decode_ms_per_token"]) / statistics.median(p[first]["decode_ms_per_token"])
         for p in pairs
@@ -105,6 +114,7 @@ def summarize(pairs: list[dict[str, dict[str, Any]]], labels: tuple[str, str]) -
     return {
         "decode_ms_per_token": {c: statistics.median(decode[c]) for c in labels},
         "prefill_ms": {c: statistics.median(prefill[c]) for c in labels},
+        "generation_ms": {c: statistics.median(whole[c]) for c in labels},
         "ratios": ratios,
         "ratio": statistics.median(ratios),
         "pairs_within_target": sum(r <= TARGET_RATIO for r in ratios),
@@ -118,14 +128,16 @@ def table(summaries: dict[str, dict[str, Any]], labels: tuple[str, str]) -> list
     a, b = labels
     lines = [
         f"| fixture | decode ms/token: {a} / {b} | {b} ÷ {a} (pairs ≤ {TARGET_RATIO}×) | prefill ms: {a} / {b} "
-        f"| managed bytes/token, largest round: {a} / {b} | peak RSS MiB: {a} / {b} |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        f"| whole generation ms: {a} / {b} | managed bytes/token, largest round: {a} / {b} "
+        f"| peak RSS MiB: {a} / {b} |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in summaries.items():
-        d, p, rss, alloc = s["decode_ms_per_token"], s["prefill_ms"], s["peak_rss_mib"], s["allocated_bytes_per_token"]
+        d, p, g = s["decode_ms_per_token"], s["prefill_ms"], s["generation_ms"]
+        rss, alloc = s["peak_rss_mib"], s["allocated_bytes_per_token"]
         lines.append(
             f"| {name} | {d[a]:.3f} / {d[b]:.3f} | {s['ratio']:.3f} ({s['pairs_within_target']}/{len(s['ratios'])}) "
-            f"| {p[a]:.2f} / {p[b]:.2f} | {_figure(alloc[a])} / {_figure(alloc[b])} "
+            f"| {p[a]:.2f} / {p[b]:.2f} | {g[a]:.2f} / {g[b]:.2f} | {_figure(alloc[a])} / {_figure(alloc[b])} "
             f"| {_figure(rss[a])} / {_figure(rss[b])} |"
         )
     return lines
@@ -181,9 +193,10 @@ def markdown(raw: dict[str, Any]) -> str:
         f"Each fixture: {len(next(iter(raw['runs'].values())))} pairs of processes, {a} and {b}, the order swapping "
         f"pair by pair; each process opens the export once, warms up {s.warmup} round(s), then times {s.rounds} "
         f"rounds of a {s.prompt}-token prefill and {s.new} greedy tokens, {s.threads} intra-op thread(s). Medians "
-        f"over every round; the ratio is {b}'s median ÷ {a}'s in each pair, the median over pairs (in how many pairs "
-        f"it was at most {TARGET_RATIO}×). Managed bytes: `GC.GetAllocatedBytesForCurrentThread` over the decode "
-        f"loop ÷ tokens, where a program reports them (.NET; target ≤ {TARGET_BYTES}).",
+        "over every round (a whole generation: a round's prefill + its tokens, so that work a program does before "
+        f"its first step counts); the ratio is {b}'s median ÷ {a}'s in each pair, the median over pairs (in how "
+        f"many pairs it was at most {TARGET_RATIO}×). Managed bytes: `GC.GetAllocatedBytesForCurrentThread` over "
+        f"the decode loop ÷ tokens, where a program reports them (.NET; target ≤ {TARGET_BYTES}).",
         "",
         *table(raw["summaries"], labels),
         "",

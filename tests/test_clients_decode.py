@@ -14,6 +14,7 @@ from benchmarks import clients_decode as cd
 def _process(client: str, decode: list[float], allocated: list[float] | None = None) -> dict[str, Any]:
     return {
         "client": client,
+        "new_tokens": 10,
         "onnxruntime": "1.31.1",
         "prefill_ms": [2.0 * x for x in decode],
         "decode_ms_per_token": decode,
@@ -39,6 +40,7 @@ def test_each_pair_is_the_ratio_of_its_own_medians() -> None:
     assert s["ratio"] == (1.1 + 1.5) / 2
     assert s["pairs_within_target"] == 1  # 1.5 > 1.2
     assert s["decode_ms_per_token"] == {"cpp": 2.0, "dotnet": (1.1 + 3.0) / 2}  # over every round of every pair
+    assert s["generation_ms"] == {"cpp": 2.0 * 2 + 10 * 2.0, "dotnet": (1.1 * 12 + 3.0 * 12) / 2}  # prefill + tokens
     assert s["allocated_bytes_per_token"] == {"cpp": None, "dotnet": 80.0}  # the largest round's
     assert s["peak_rss_mib"] == {"cpp": 40.0, "dotnet": 60.0}
 
@@ -49,7 +51,8 @@ def test_the_table_has_a_row_per_fixture() -> None:
     rows = cd.table({"pydocs-micro-fp32": summary, "pydocs-micro-int4": summary}, LABELS)
     assert len(rows) == 4
     assert rows[0].startswith("| fixture | decode ms/token: cpp / dotnet | dotnet ÷ cpp (pairs ≤ 1.2×) |")
-    assert rows[2] == "| pydocs-micro-fp32 | 1.000 / 1.050 | 1.050 (1/1) | 2.00 / 2.10 | — / 100 | 40 / 60 |"
+    fp32 = "| pydocs-micro-fp32 | 1.000 / 1.050 | 1.050 (1/1) | 2.00 / 2.10 | 12.00 / 12.60 | — / 100 | 40 / 60 |"
+    assert rows[2] == fp32
 
 
 def test_a_program_is_label_equals_command() -> None:
