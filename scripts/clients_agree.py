@@ -10,7 +10,7 @@ and prints one JSON object with ``prompt_ids``, ``ids`` (new tokens) and ``text`
 then all are reported at once; exit 1 if there is any. Standard library only (it runs where PyPI does not).
 
     python3 scripts/clients_agree.py --client cpp=clients/cpp/build/gpt2_onnx_run \\
-        --client dotnet=clients/dotnet/samples/Gpt2Onnx.Cli/bin/Release/net10.0/gpt2-onnx-dotnet \\
+        --client "dotnet=dotnet clients/dotnet/samples/Gpt2Onnx.Sample/bin/Release/net10.0/gpt2-onnx-dotnet.dll" \\
         --client "js=node clients/js/bin/gpt2-onnx-js.js"
 """
 
