@@ -72,6 +72,19 @@ describe('the packed tarball, installed into a fresh application', { timeout: 60
     t.diagnostic(`${pack.filename}: ${pack.entryCount} files, package size ${pack.size} B, unpacked size ${pack.unpackedSize} B`);
   });
 
+  it("exports: each condition object holds conditions only, `types` first (TypeScript takes the first that matches)", () => {
+    const { exports } = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf-8'));
+    /** @param {string} where @param {unknown} target */
+    const check = (where, target) => {
+      if (typeof target === 'string') return;
+      const keys = Object.keys(/** @type {object} */ (target));
+      for (const key of keys) assert.ok(['types', 'browser', 'node', 'default'].includes(key), `${where}: '${key}' is not a condition`);
+      if (keys.includes('types')) assert.equal(keys[0], 'types', `${where}: types is not first`);
+      else for (const key of keys) check(`${where}[${JSON.stringify(key)}]`, /** @type {Record<string, unknown>} */ (target)[key]);
+    };
+    for (const [subpath, target] of Object.entries(exports)) check(`exports[${JSON.stringify(subpath)}]`, target);
+  });
+
   it("ships the repository's licence and the package's own README", () => {
     const unpacked = path.join(work, 'unpacked');
     execFileSync('mkdir', ['-p', unpacked]);
