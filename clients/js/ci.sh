@@ -4,14 +4,18 @@
 # apt when missing; CI runs as root) on the page `gpt2-onnx-js serve-page` serves, and transformers.js.
 #
 # The transformers.js test converts the fixtures with the Python `gpt2-onnx` command ($GPT2_ONNX_CLI, else
-# $VENV/bin/gpt2-onnx). When that command is missing, scripts/setup.sh installs it where PyPI packages install
-# (GPT2_ONNX_CI_PYPI=yes|no, as .ci/run exports it; unset: the same probe as .ci/run's); where they do not, that one
-# test is skipped with one line saying why, and everything else runs. Exits non-zero when anything fails.
+# $VENV/bin/gpt2-onnx, VENV relative to the repository or absolute). When that command is missing, scripts/setup.sh
+# installs it where PyPI packages install (GPT2_ONNX_CI_PYPI=yes|no, as .ci/run exports it; unset: the same probe as
+# .ci/run's); where they do not, the script says so in one line and that one test skips itself (node:test's skip, as
+# under `npm test`), and everything else runs. Exits non-zero when anything fails.
 # Screenshots: clients/js/out/browser-<export>.png, out/transformers-js-browser.png.
 set -euo pipefail
 cd "$(dirname "$0")"
 REPO=$(cd ../.. && pwd)
-export VENV=${VENV:-.venv}
+# VENV: relative to the repository, or absolute (as clients/cpp/ci.sh takes it).
+VENV=${VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV=$REPO/$VENV ;; esac
+export VENV
 say() { echo "clients/js/ci.sh: $*"; }
 
 FIXTURES=${GPT2_ONNX_FIXTURES:-$REPO/fixtures}
@@ -37,17 +41,13 @@ pypi_reachable() {
     return $status
 }
 
-TESTS=(test/*.test.js)
-export GPT2_ONNX_CLI=${GPT2_ONNX_CLI:-$REPO/$VENV/bin/gpt2-onnx}
+# The test skips itself where the command is missing (as under `npm test`); this line says why it cannot be installed.
+export GPT2_ONNX_CLI=${GPT2_ONNX_CLI:-$VENV/bin/gpt2-onnx}
 if [ ! -x "$GPT2_ONNX_CLI" ]; then
     if pypi_reachable; then
         (cd "$REPO" && scripts/setup.sh)
     else
         say "skipping test/transformers_js.test.js: it converts the fixtures with the Python gpt2-onnx command, which is not installed ($GPT2_ONNX_CLI) and cannot be (PyPI packages do not install here)"
-        TESTS=()
-        for test in test/*.test.js; do
-            [ "$test" = test/transformers_js.test.js ] || TESTS+=("$test")
-        done
     fi
 fi
 
@@ -56,4 +56,4 @@ fi
 # (instead of fetching the CUDA package where NuGet is reachable), so CI checks that the .npmrc line does its work.
 GLOBAL_AGENT_HTTPS_PROXY=http://127.0.0.1:9 GLOBAL_AGENT_HTTP_PROXY=http://127.0.0.1:9 npm ci --no-audit --no-fund
 node_modules/.bin/tsc -p .
-node --test --test-concurrency=1 "${TESTS[@]}"
+node --test --test-concurrency=1 test/*.test.js

@@ -11,17 +11,23 @@ import { AutoModelForCausalLM, AutoTokenizer, env } from '@huggingface/transform
 import { openPage } from './browser.js';
 import { PACKAGE_ROOT, REPO_ROOT, fixtureExports } from './fixtures.js';
 
-// The Python command line that makes the folder: GPT2_ONNX_CLI, else the repository's virtual environment.
-const CLI = process.env.GPT2_ONNX_CLI ?? path.join(REPO_ROOT, process.env.VENV ?? '.venv', 'bin', 'gpt2-onnx');
+// The Python command line that makes the folder: GPT2_ONNX_CLI, else the virtual environment VENV (relative to the
+// repository, or absolute; .venv by default). Where it is missing (PyPI packages do not install everywhere) the
+// suite is one skipped test with one line saying why, under `npm test` and ci.sh alike.
+const CLI = process.env.GPT2_ONNX_CLI ?? path.resolve(REPO_ROOT, process.env.VENV ?? '.venv', 'bin', 'gpt2-onnx');
+const SKIP = existsSync(CLI)
+  ? false
+  : `the Python gpt2-onnx command, which converts the fixtures for transformers.js, is not installed (${CLI}): scripts/setup.sh installs it, or set GPT2_ONNX_CLI`;
 /** @type {Record<string, string>} */
 const DTYPES = { fp32: 'fp32', float32: 'fp32', int4: 'q4', int8: 'q8', fp16: 'fp16', float16: 'fp16' };
 
 describe('transformers.js loads the folder gpt2-onnx transformers-js makes', { timeout: 240_000 }, () => {
+  // One skipped test stands for the suite, so that the summary counts the skip.
+  if (SKIP) return void it('converts the fixtures and generates with transformers.js in Node and Chromium', { skip: SKIP });
   const exports = fixtureExports().filter(({ expected }) => ['fp32', 'float32', 'int4'].includes(expected.precision));
   /** @type {string} */
   let work;
   before(async () => {
-    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run scripts/setup.sh (or set GPT2_ONNX_CLI)`);
     work = await mkdtemp(path.join(tmpdir(), 'gpt2-onnx-tjs-'));
     execFileSync(CLI, ['transformers-js', ...exports.map((e) => e.folder), '-o', path.join(work, 'model')], { stdio: 'pipe' });
     env.allowRemoteModels = false;
