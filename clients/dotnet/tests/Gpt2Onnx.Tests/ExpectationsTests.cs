@@ -1,6 +1,6 @@
 // The library against fixtures/expectations.json (made with the Python runtime): prompt ids (one prompt is
-// non-ASCII), greedy ids and text, first-step top-5 logits within logits_atol, a left-padded batch.
-// Beam search is not implemented by the library, so expectations' beam_search entries are not checked here.
+// non-ASCII), greedy ids and text, first-step top-5 logits within logits_atol, a left-padded batch. The
+// expectations' beam_search entries are checked in GenerationTests.
 using System.Text.Json;
 using Xunit;
 

@@ -1,4 +1,5 @@
-// Seeded sampling: reproducible for one seed (System.Random; not Python's draws), and the filters behave.
+// Seeded sampling: reproducible for one seed (SplitMix64, the draws of the JavaScript and C++ clients; not Python's
+// numpy draws), and the filters behave.
 using Xunit;
 
 namespace Gpt2Onnx.Tests;
