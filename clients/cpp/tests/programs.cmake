@@ -34,8 +34,21 @@ else()
   expect_test(run_says_text_is_unavailable gpt2_onnx_run "run|${fp32}|--prompt|x" 3 "built without the text layer")
 endif()
 
+# Both are CACHE PATH (CMakeLists.txt): an untyped relative -D value is already absolute against where cmake ran.
+# One typed on the command line (-DGPT2_ONNX_EXPORT:PATH=rel) stays relative, and the tests run elsewhere: refused.
+foreach(variable IN ITEMS GPT2_ONNX_EXPORT GPT2_ONNX_EXPORT_QUANTIZED)
+  if(NOT ${variable})
+    continue()
+  endif()
+  if(NOT IS_ABSOLUTE "${${variable}}")
+    message(FATAL_ERROR "${variable}=${${variable}} is relative: give an absolute path, or give it untyped "
+                        "(-D${variable}=DIR) so that CMake makes it absolute against the folder cmake runs in")
+  elseif(NOT EXISTS "${${variable}}/manifest.json")
+    message(FATAL_ERROR "${variable}=${${variable}} has no manifest.json: not an export folder")
+  endif()
+endforeach()
 if(GPT2_ONNX_EXPORT)
-  get_filename_component(export_dir "${GPT2_ONNX_EXPORT}" ABSOLUTE)
+  set(export_dir "${GPT2_ONNX_EXPORT}")
   # The default way: one map of the weights file, prepacked once for both sessions (see WeightLoading).
   expect_test(golden_check gpt2_golden_check "${export_dir}" 0 "golden check passed"
               "shared by both sessions, prepacked once for both")
@@ -67,6 +80,5 @@ endif()
 if(GPT2_ONNX_EXPORT_QUANTIZED)
   # Quantized kernels give slightly different logits for prompt and decode shapes; the check's tolerance (the
   # export's golden logits_atol) and its tie-aware top-5 ranks must hold at realistic sizes too.
-  get_filename_component(quantized_dir "${GPT2_ONNX_EXPORT_QUANTIZED}" ABSOLUTE)
-  add_test(NAME golden_check_quantized COMMAND gpt2_golden_check "${quantized_dir}" --threads 2)
+  add_test(NAME golden_check_quantized COMMAND gpt2_golden_check "${GPT2_ONNX_EXPORT_QUANTIZED}" --threads 2)
 endif()
