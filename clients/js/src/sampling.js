@@ -3,7 +3,10 @@
 // The random numbers come from SplitMix64 (Steele, Lea and Flood, 2014), computed with BigInt so every platform
 // draws the same sequence: state += 0x9E3779B97F4A7C15; z = state; z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9;
 // z = (z ^ z >> 27) * 0x94D049BB133111EB; z ^= z >> 31 (all mod 2^64); uniform = (z >> 11) / 2^53, in [0, 1).
-// The seed is the initial state (an integer 0 <= seed < 2^64). One uniform is drawn per sampled token.
+// The seed is the initial state (an integer 0 <= seed < 2^64). One uniform is drawn per sampled token. Each generation
+// (one prompt) has its own stream, so its tokens never depend on another generation's; a generation without a seed
+// draws one fresh random seed (randomSeed), so unseeded sampling differs from call to call, as in the Python runtime
+// and the C++ and .NET clients. An explicit seed gives the same ids every time, in all three clients.
 //
 // A sampled step: scores = logits / temperature; keep the top_k highest scores (ties with the k-th kept too);
 // softmax over what is kept; order tokens by probability, highest first (lower id first on ties); keep the shortest
@@ -37,24 +40,30 @@ export class SplitMix64 {
   }
 }
 
+/** A fresh random seed in [0, 2^64), from Web Crypto's random numbers (Node 20+ and browsers). @returns {bigint} */
+export function randomSeed() {
+  return crypto.getRandomValues(new BigUint64Array(1))[0];
+}
+
 /**
  * @typedef {{temperature?: number, topK?: number, topP?: number, seed?: number | bigint, doSample?: boolean}} SamplingOptions
- * doSample defaults to true when a temperature, topK, topP or seed is given; temperature 0 means greedy.
+ * doSample defaults to true when a temperature, topK, topP or seed is given; temperature 0 means greedy. `seed`, an
+ * integer in [0, 2^64), makes the sampled ids repeat; without it each generation draws a fresh random seed.
  */
 
 /**
- * Validate options and return the token selector for one generation.
+ * Validate options and return the token selector for one generation (its own SplitMix64 stream when it samples).
  * @param {SamplingOptions} options
  * @returns {(logits: Float32Array) => number}
  */
 export function tokenSelector(options) {
-  const { temperature = 1, topK = 0, topP = 1, seed = 0 } = options;
+  const { temperature = 1, topK = 0, topP = 1 } = options;
   const sampled = options.doSample ?? (options.temperature !== undefined || options.topK !== undefined || options.topP !== undefined || options.seed !== undefined);
   if (!(Number.isFinite(temperature) && temperature >= 0)) throw new OptionsError(`temperature must be >= 0, not ${temperature}`);
   if (!(Number.isInteger(topK) && topK >= 0)) throw new OptionsError(`topK must be an integer >= 0 (0 = off), not ${topK}`);
   if (!(topP > 0 && topP <= 1)) throw new OptionsError(`topP must be in (0, 1], not ${topP}`);
   if (!sampled || temperature === 0) return argmax;
-  const rng = new SplitMix64(seed);
+  const rng = new SplitMix64(options.seed ?? randomSeed());
   return (logits) => sample(logits, { temperature, topK, topP }, rng.nextUniform());
 }
 

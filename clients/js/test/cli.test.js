@@ -36,11 +36,26 @@ it('without --json the text streams to stdout', () => {
   assert.equal(result.stdout, `${prompt.greedy.text}\n`);
 });
 
+it('run samples differently each time without --seed, and gives the same ids again with it', () => {
+  // Temperature 1.5 over the whole vocabulary, 16 tokens: two unseeded runs agree by chance with probability about
+  // 1e-47 here (test/node.test.js says how that was measured).
+  const [{ folder, expected }] = fixtureExports();
+  const sampled = (/** @type {string[]} */ ...flags) => {
+    const args = ['run', folder, '--prompt', expected.prompts[0].text, '--max-new-tokens', '16', '--temperature', '1.5', '--ignore-eos', '--json'];
+    const result = cli([...args, ...flags]);
+    assert.equal(result.status, 0, result.stderr);
+    return JSON.parse(result.stdout).ids;
+  };
+  assert.notDeepEqual(sampled(), sampled());
+  assert.deepEqual(sampled('--seed', '7'), sampled('--seed', '7'));
+});
+
 it('--help prints the usage of both commands; --version the package version', () => {
   const help = cli(['--help']);
   assert.equal(help.status, 0);
   assert.match(help.stdout, /gpt2-onnx-js run FOLDER --prompt TEXT/);
   assert.match(help.stdout, /gpt2-onnx-js serve-page FOLDER \[--port N\] \[--host ADDRESS\]/);
+  assert.match(help.stdout, /without it each run draws a fresh random seed/);
   assert.equal(cli(['run', '--help']).stdout, help.stdout);
   const version = cli(['--version']);
   assert.equal(version.stdout, `${JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf-8')).version}\n`);

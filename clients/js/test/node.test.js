@@ -63,6 +63,39 @@ for (const { name, folder, expected } of fixtureExports()) {
       const topK1 = await model.generate(prompt, { maxNewTokens: 12, stopAtEos: false, topK: 1, seed: 3 });
       assert.deepEqual(topK1.ids, greedy.ids);
     });
+
+    it('without a seed each call draws a fresh one, so two sampled calls differ', async () => {
+      // Temperature 1.5 over the whole vocabulary, 16 tokens: the chance that two independent draws give the same ids
+      // (the mean probability of a sampled path, over 20 seeds) was about 1e-42 (int4) and 1e-47 (fp32) here.
+      const prompt = expected.prompts[0].text;
+      const options = { maxNewTokens: 16, temperature: 1.5, stopAtEos: false };
+      const a = await model.generate(prompt, options);
+      const b = await model.generate(prompt, options);
+      assert.notDeepEqual(a.ids, b.ids);
+    });
+
+    it("a seeded prompt samples the same ids alone as beside another prompt's generation", async () => {
+      // The seeding rule for a batch: each prompt draws from its own SplitMix64 stream whose initial state is the
+      // seed. This client runs one prompt per generation; two generations stepped in turn stand for a batch of two.
+      const prompts = [expected.prompts[0].text, expected.prompts[1].text];
+      const options = { maxNewTokens: 12, temperature: 1.5, topK: 50, stopAtEos: false, seed: 11 };
+      const alone = [];
+      for (const prompt of prompts) alone.push((await model.generate(prompt, options)).ids);
+      const streams = prompts.map((prompt) => model.stream(prompt, options));
+      /** @type {number[][]} */
+      const together = [[], []];
+      const done = [false, false];
+      while (!done.every(Boolean)) {
+        for (const i of [0, 1]) {
+          if (done[i]) continue;
+          const step = await streams[i].next();
+          if (step.done) done[i] = true;
+          else together[i].push(step.value.id);
+        }
+      }
+      assert.deepEqual(together, alone);
+      assert.notDeepEqual(alone[0], alone[1]);
+    });
   });
 }
 

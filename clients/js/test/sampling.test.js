@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { SplitMix64, argmax, sample } from '../src/sampling.js';
+import { SplitMix64, argmax, randomSeed, sample, tokenSelector } from '../src/sampling.js';
 
 it('SplitMix64 gives the published sequence for seed 0', () => {
   const rng = new SplitMix64(0);
@@ -23,4 +23,16 @@ it('argmax takes the first of ties; sampling follows the documented procedure', 
   assert.equal(sample(logits, { ...flat, topK: 1 }, 0.99), 2, 'top-k keeps the ties of the k-th (as transformers does)');
   assert.equal(sample(logits, { ...flat, topK: 2 }, 0.99), 2);
   assert.equal(sample(Float32Array.from([5, 0, 0]), { ...flat, topP: 0.5 }, 0.99), 0);
+});
+
+it('a seeded selector repeats its draws; without a seed each selector draws a fresh seed', () => {
+  // Equal logits over GPT-2's 50,257 tokens: every draw picks any token with the same probability, so two unseeded
+  // selectors agree on 8 draws with probability 50257^-8 (about 2.5e-38).
+  const flat = new Float32Array(50257);
+  const draws = (/** @type {(logits: Float32Array) => number} */ select) => Array.from({ length: 8 }, () => select(flat));
+  assert.deepEqual(draws(tokenSelector({ temperature: 1.5, seed: 7n })), draws(tokenSelector({ temperature: 1.5, seed: 7 })));
+  assert.notDeepEqual(draws(tokenSelector({ temperature: 1.5 })), draws(tokenSelector({ temperature: 1.5 })));
+  const seed = randomSeed();
+  assert.ok(typeof seed === 'bigint' && seed >= 0n && seed < 2n ** 64n);
+  assert.notEqual(randomSeed(), randomSeed());
 });

@@ -15,6 +15,8 @@ export const USAGE = `usage: gpt2-onnx-js run FOLDER --prompt TEXT [--max-new-to
   run         Generates from a gpt2-onnx export folder with onnxruntime-node; greedy unless a sampling flag is
               given (--sample alone samples at temperature 1). --max-new-tokens defaults to 16. --json prints
               {"prompt_ids", "ids", "text", "finish_reason", "load_s", "tokens_per_s"}; otherwise the text streams.
+              --seed S (an integer in [0, 2^64)) repeats the sampled ids, here and in the C++ and .NET clients;
+              without it each run draws a fresh random seed and samples differently.
   serve-page  Serves the browser page (onnxruntime-web, WebAssembly) with FOLDER at /export/, the URL the page
               loads by default, on 127.0.0.1:8080 unless --host/--port say otherwise (--port 0: any free port).
               Prints the page's URL; Ctrl-C (SIGINT) or SIGTERM stops it.

@@ -1,7 +1,7 @@
 // gpt2-onnx-js run FOLDER --prompt TEXT [--max-new-tokens N] [--json] [--sample] [--temperature T] [--top-k K]
 //                  [--top-p P] [--seed S] [--ignore-eos]
 // The C++ and .NET clients print the same --json object and sample with the same SplitMix64 procedure, so that one
-// seed gives the same ids in all three.
+// seed gives the same ids in all three; without --seed a sampled run draws a fresh random seed.
 import { loadExport } from '../node.js';
 import { UsageError, bigInteger, decimal, integer, numeric, oneFolder, parseCommand } from './args.js';
 
