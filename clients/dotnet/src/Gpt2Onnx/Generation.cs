@@ -5,7 +5,8 @@
 //
 //   end rule  end-of-text (unless StopAtEndOfText is false) → "eos"; else a stop string in the decoded text →
 //             "stop" (the text cut before it, its tokens kept); else MaxNewTokens new tokens → "length"
-//   seeding   every row draws from SplitMix64(Seed ?? 0), so a row of a batch gives what its prompt gives alone
+//   seeding   every row draws from its own SplitMix64(seed), so a row of a batch gives what its prompt gives alone;
+//             no Seed: one fresh random seed for the call (decoding.py's seed_of)
 namespace Gpt2Onnx;
 
 /// <summary>One row being generated.</summary>
@@ -43,7 +44,7 @@ internal sealed class Generation : IDisposable
         _pad = model.PadTokenId;
         _vocab = model.Manifest.VocabSize;
         (long[] ids, long[] mask, int width) = Batching.LeftPad(prompts, _pad);  // (B, T) each
-        ulong seed = (ulong)(options.Seed ?? 0);
+        ulong seed = options.SeedOrFresh();
         Rows = prompts.Select(p => new GenerationRow(p, p.Length + options.MaxNewTokens, seed)).ToArray();
         _processors = new LogitsProcessors(options, model.EndOfTextId);
         _sampler = options.DoSample ? new TokenSampler(_vocab) : null;

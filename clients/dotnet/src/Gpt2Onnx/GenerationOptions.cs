@@ -31,8 +31,9 @@ public sealed record GenerationOptions
     public double TopP { get; init; } = 1.0;
     /// <summary>Sampling only: drop tokens less likely than MinP × the most likely one's probability; in [0, 1].</summary>
     public double MinP { get; init; }
-    /// <summary>Sampling only: the random generator's seed (SplitMix64's initial state), &gt;= 0; null means 0, as in
-    /// the JavaScript and C++ clients, so one seed gives the same tokens in all three.</summary>
+    /// <summary>Sampling only: the random generator's seed (SplitMix64's initial state), &gt;= 0; one seed gives the same
+    /// tokens in the .NET, C++ and JavaScript clients, and each row of a batch draws from its own SplitMix64(seed).
+    /// Null: one fresh random seed per call, as the Python runtime draws one.</summary>
     public long? Seed { get; init; }
     /// <summary>Stop at the end-of-text token (which is kept in Ids; Text leaves it out). False: Python's ignore_eos.</summary>
     public bool StopAtEndOfText { get; init; } = true;
@@ -56,6 +57,10 @@ public sealed record GenerationOptions
     public double LengthPenalty { get; init; } = 1.0;
     /// <summary>Beam search only: transformers' early_stopping.</summary>
     public EarlyStopping EarlyStopping { get; init; } = EarlyStopping.Heuristic;
+
+    /// <summary>The seed a call draws with: <see cref="Seed"/>, else one fresh random seed in [0, 2^63) (the Python
+    /// runtime's seed_of).</summary>
+    internal ulong SeedOrFresh() => (ulong)(Seed ?? Random.Shared.NextInt64());
 
     /// <summary>"greedy", "sample" or "beam_search".</summary>
     public string Mode => NumBeams > 1 ? "beam_search" : DoSample ? "sample" : "greedy";

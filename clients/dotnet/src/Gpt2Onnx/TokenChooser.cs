@@ -1,5 +1,5 @@
 // The token choice on its own, for callers that drive KvRunner themselves: greedy (argmax, the lowest id on ties)
-// or the sampling procedure of TokenSampler with one SplitMix64 stream (seed: options.Seed, else 0).
+// or the sampling procedure of TokenSampler with one SplitMix64 stream (seed: options.Seed, else a fresh random one).
 namespace Gpt2Onnx;
 
 /// <summary>Chooses tokens under one GenerationOptions (temperature, top-k, top-p, min-p; no logits processors,
@@ -11,12 +11,13 @@ public sealed class TokenChooser
     private TokenSampler? _sampler;
     private float[] _row = [];
 
-    /// <summary>A chooser whose draws start at SplitMix64(options.Seed ?? 0).</summary>
+    /// <summary>A chooser whose draws come from SplitMix64(options.Seed), or from a fresh random seed where
+    /// options.Seed is null.</summary>
     public TokenChooser(GenerationOptions options)
     {
         options.Validate();
         _options = options;
-        _random = new SplitMix64((ulong)(options.Seed ?? 0));
+        _random = new SplitMix64(options.SeedOrFresh());
     }
 
     /// <summary>The next token for one row of logits (V).</summary>
