@@ -132,18 +132,18 @@ public sealed class Gpt2Model : IDisposable
         new(this, prompts, options);
 
     /// <summary>The text of one prompt's continuation as it is generated: pieces that never split a character and
-    /// join to the final text (never past a stop string). Cancelling stops generation within one step.</summary>
+    /// join to the final text (never past a stop string). A token already cancelled throws before the prefill;
+    /// cancelling later stops generation within one step. The prefill and every step run off the caller's first
+    /// MoveNextAsync (after a yield), never synchronously inside it.</summary>
     public async IAsyncEnumerable<string> GenerateStreamAsync(string prompt, GenerationOptions? options = null,
         [EnumeratorCancellation] CancellationToken cancellationToken = default)
     {
-        var stream = new StreamingGeneration(this, EncodePrompt(prompt), options ?? Options(new()));
-        using (stream)
+        cancellationToken.ThrowIfCancellationRequested();
+        await Task.Yield();  // the caller's MoveNextAsync returns before the prefill runs
+        using var stream = new StreamingGeneration(this, EncodePrompt(prompt), options ?? Options(new()));
+        while (stream.MoveNext(cancellationToken))
         {
-            await Task.Yield();  // the caller's MoveNextAsync returns before the first step runs
-            while (stream.MoveNext(cancellationToken))
-            {
-                yield return stream.Current;
-            }
+            yield return stream.Current;
         }
     }
 

@@ -1,6 +1,8 @@
-// The incremental decoder under streaming: a character whose UTF-8 bytes span several byte-level tokens is held back
-// until its last byte arrives. Every fixture continuation is ASCII, so this pushes the non-ASCII expectation
-// prompt's own ids, where 東 (E6 9D B1) is ids 30266, 109 and 京 (E4 BA AC) is ids 12859, 105.
+// Streaming (GenerationTests has the pieces of real generations, stop strings and cancellation between steps).
+// The incremental decoder holds back a character whose UTF-8 bytes span several byte-level tokens until its last
+// byte arrives: every fixture continuation is ASCII, so this pushes the non-ASCII expectation prompt's own ids, where
+// 東 (E6 9D B1) is ids 30266, 109 and 京 (E4 BA AC) is ids 12859, 105. And a token cancelled before the stream
+// starts stops it before the prefill.
 using System.Text.Json;
 using Xunit;
 
@@ -37,5 +39,27 @@ public class StreamingTests
         }
         Assert.Equal("", decoder.Flush());
         Assert.Equal(text, string.Concat(pieces));
+    }
+
+    [Fact]
+    public async Task ATokenCancelledBeforehandStopsTheStreamBeforeThePrefill()
+    {
+        // The prompt is beyond the context: a prefill (or any check of it) would throw ArgumentOutOfRangeException,
+        // so OperationCanceledException shows the token was checked first.
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
+        string tooLong = string.Concat(Enumerable.Repeat(" word", 130));
+        using var cancel = new CancellationTokenSource();
+        await cancel.CancelAsync();
+        IAsyncEnumerator<string> stream = model.GenerateStreamAsync(tooLong, null, cancel.Token)
+            .GetAsyncEnumerator();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(async () => await stream.MoveNextAsync());
+        await stream.DisposeAsync();
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(async () =>
+        {
+            await foreach (string piece in model.GenerateStreamAsync(tooLong))
+            {
+                Assert.Fail($"a piece came: {piece}");
+            }
+        });
     }
 }
