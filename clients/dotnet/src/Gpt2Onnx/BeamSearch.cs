@@ -17,6 +17,33 @@ internal static class BeamSearch
 
     private sealed record Hypothesis(long[] Tokens, double Score);
 
+    // The search's state across steps, rows prompt-major (row p·K + k is prompt p's beam k).
+    private sealed class SearchState
+    {
+        public SearchState(int count, int k)
+        {
+            K = k;
+            Running = new List<long>[count * k];
+            for (int r = 0; r < Running.Length; r++)
+            {
+                Running[r] = [];
+            }
+            Scores = new double[count * k];
+            Finished = new List<Hypothesis>[count];
+            for (int p = 0; p < count; p++)
+            {
+                Finished[p] = [];
+            }
+            Stopped = new bool[count];
+        }
+
+        public int K { get; }
+        public List<long>[] Running { get; }         // (P·K): each running beam's new tokens
+        public double[] Scores { get; }              // (P·K): cumulative log-probabilities
+        public List<Hypothesis>[] Finished { get; }  // (P): best first, at most K each
+        public bool[] Stopped { get; }               // (P)
+    }
+
     public static IReadOnlyList<GenerationResult> Run(Gpt2Model model, IReadOnlyList<long[]> prompts,
         GenerationOptions options)
     {
@@ -28,45 +55,15 @@ internal static class BeamSearch
         using var runner = new KvRunner(model.Sessions, width + options.MaxNewTokens);
         runner.Start(ids, mask, count, rows);
         var processors = new LogitsProcessors(options, model.EndOfTextId);
-        var running = new List<long>[rows];
-        for (int r = 0; r < rows; r++)
-        {
-            running[r] = [];
-        }
-        var scores = new double[rows];               // cumulative log-probabilities, (P·K)
-        var finished = new List<Hypothesis>[count];  // best first, at most K each
-        var stopped = new bool[count];
-        for (int p = 0; p < count; p++)
-        {
-            finished[p] = [];
-        }
-        int keep = 2 * k;  // max(2, 1 + number of end-of-text ids) · K, as transformers keeps
+        var state = new SearchState(count, k);
         var logProbs = new double[rows * vocab];
         for (int length = 1; ; length++)
         {
             LogSoftmax(runner.LogitsArray, logProbs, rows, vocab);
-            ApplyProcessors(processors, logProbs, runner.LogitsArray, prompts, running, k, vocab);
-            var parents = new int[rows];
-            var chosen = new long[rows];
-            bool allHit = true;
-            for (int p = 0; p < count; p++)
-            {
-                var candidates = Candidates(logProbs, scores, p, k, vocab, keep, first: length == 1);
-                bool[] hits = candidates.Select(c => c.Token == eos || length >= options.MaxNewTokens).ToArray();
-                allHit &= hits.All(h => h);
-                if (!stopped[p])
-                {
-                    Finish(finished[p], candidates, hits, running, p, k, length, options.LengthPenalty);
-                }
-                RunOn(candidates, hits, p, k, parents, chosen, scores);
-            }
-            var previous = (List<long>[])running.Clone();
-            for (int r = 0; r < rows; r++)  // the running beams' token lists follow their parents
-            {
-                running[r] = [.. previous[r / k * k + parents[r]], chosen[r]];
-            }
-            UpdateStopped(stopped, finished, scores, k, length, options);
-            if (stopped.All(s => s) || allHit)
+            ApplyProcessors(processors, logProbs, runner.LogitsArray, prompts, state.Running, k, vocab);
+            (int[] parents, long[] chosen, bool allHit) = ChooseNext(state, logProbs, length, eos, vocab, options);
+            UpdateStopped(state.Stopped, state.Finished, state.Scores, k, length, options);
+            if (state.Stopped.All(s => s) || allHit)
             {
                 break;
             }
@@ -78,7 +75,43 @@ internal static class BeamSearch
             runner.Reorder(sources);
             runner.Advance(chosen);
         }
-        return Enumerable.Range(0, count).Select(p =>
+        return Results(model, prompts, state.Finished, eos);
+    }
+
+    // One step for every prompt: its best candidates, those that hit (end-of-text, or MaxNewTokens reached) among the
+    // best K finished, the best K that did not hit run on. Returns each row's parent beam and token, and whether
+    // every candidate hit.
+    private static (int[] Parents, long[] Chosen, bool AllHit) ChooseNext(SearchState state, double[] logProbs,
+        int length, long eos, int vocab, GenerationOptions options)
+    {
+        int k = state.K, rows = state.Scores.Length;
+        int keep = 2 * k;  // max(2, 1 + number of end-of-text ids) · K, as transformers keeps
+        var parents = new int[rows];
+        var chosen = new long[rows];
+        bool allHit = true;
+        for (int p = 0; p < state.Stopped.Length; p++)
+        {
+            var candidates = Candidates(logProbs, state.Scores, p, k, vocab, keep, first: length == 1);
+            bool[] hits = candidates.Select(c => c.Token == eos || length >= options.MaxNewTokens).ToArray();
+            allHit &= hits.All(h => h);
+            if (!state.Stopped[p])
+            {
+                Finish(state.Finished[p], candidates, hits, state.Running, p, k, length, options.LengthPenalty);
+            }
+            RunOn(candidates, hits, p, k, parents, chosen, state.Scores);
+        }
+        var previous = (List<long>[])state.Running.Clone();
+        for (int r = 0; r < rows; r++)  // the running beams' token lists follow their parents
+        {
+            state.Running[r] = [.. previous[r / k * k + parents[r]], chosen[r]];
+        }
+        return (parents, chosen, allHit);
+    }
+
+    // Each prompt's best finished hypothesis; "eos" where it ends in end-of-text.
+    private static List<GenerationResult> Results(Gpt2Model model, IReadOnlyList<long[]> prompts,
+        List<Hypothesis>[] finished, long eos) =>
+        Enumerable.Range(0, prompts.Count).Select(p =>
         {
             if (finished[p].Count == 0)
             {
@@ -88,7 +121,6 @@ internal static class BeamSearch
             string reason = tokens.Length > 0 && tokens[^1] == eos ? "eos" : "length";
             return new GenerationResult(prompts[p], tokens, model.Tokenizer.Decode(tokens), reason);
         }).ToList();
-    }
 
     // Log-softmax per row in double: log p = x - (max + log sum exp(x - max)).
     private static void LogSoftmax(float[] logits, double[] output, int rows, int vocab)
