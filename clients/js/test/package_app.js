@@ -1,8 +1,11 @@
-// The tiny application test/package.test.js installs the packed tarball into: its package.json and .npmrc (what
-// docs/javascript.md tells an application to write), a script that generates through the documented API, and two
-// type-checked files (Node; a bundler's browser build) whose @ts-expect-error lines fail if the types were `any`.
-// skipLibCheck as applications set it: onnxruntime-common's and @huggingface/tokenizers' own .d.ts files do not
-// check under nodenext without the DOM library.
+// The two tiny applications test/package.test.js installs the packed tarball into, each with what
+// docs/javascript.md tells such an application to write and install. A Node application: package.json, .npmrc
+// (onnxruntime-node's install step skipped), a script that generates through the documented API and a type-checked
+// file; it installs the tarball and onnxruntime-node. A browser application (built with a bundler; here only its
+// type check and the package's own page): package.json and a type-checked file; it installs the tarball and
+// onnxruntime-web, and no .npmrc, since onnxruntime-node is not installed. The type-checked files' @ts-expect-error
+// lines fail if the types were `any`. skipLibCheck as applications set it: onnxruntime-common's and
+// @huggingface/tokenizers' own .d.ts files do not check under nodenext without the DOM library.
 
 const GENERATE = `import { loadExport } from 'gpt2-onnx';
 
@@ -56,13 +59,34 @@ export async function run(url) {
 const tsconfig = (compilerOptions, file) =>
   JSON.stringify({ compilerOptions: { target: 'es2022', allowJs: true, checkJs: true, noEmit: true, strict: true, types: [], skipLibCheck: true, ...compilerOptions }, files: [file] }, null, 2);
 
-/** @type {Record<string, string>} */
-export const APP_FILES = {
-  'package.json': JSON.stringify({ name: 'gpt2-onnx-packed-app', version: '1.0.0', private: true, type: 'module' }, null, 2),
-  '.npmrc': 'onnxruntime-node-install=skip\n',
-  'generate.js': GENERATE,
-  'check-node.js': CHECK_NODE,
-  'check-browser.js': CHECK_BROWSER,
-  'tsconfig.node.json': tsconfig({ module: 'nodenext', moduleResolution: 'nodenext', lib: ['es2022'] }, 'check-node.js'),
-  'tsconfig.browser.json': tsconfig({ module: 'esnext', moduleResolution: 'bundler', customConditions: ['browser'], lib: ['es2022', 'dom'] }, 'check-browser.js'),
+/** @param {string} name */
+const packageJson = (name) => JSON.stringify({ name, version: '1.0.0', private: true, type: 'module' }, null, 2);
+
+/**
+ * @typedef {{files: Record<string, string>, peer: string, absent: string}} App
+ * `peer`: the ONNX Runtime package it installs beside the tarball; `absent`: the one it must not get.
+ */
+
+/** @type {App} */
+export const NODE_APP = {
+  files: {
+    'package.json': packageJson('gpt2-onnx-packed-node-app'),
+    '.npmrc': 'onnxruntime-node-install=skip\n',
+    'generate.js': GENERATE,
+    'check.js': CHECK_NODE,
+    'tsconfig.json': tsconfig({ module: 'nodenext', moduleResolution: 'nodenext', lib: ['es2022'] }, 'check.js'),
+  },
+  peer: 'onnxruntime-node',
+  absent: 'onnxruntime-web',
+};
+
+/** @type {App} */
+export const BROWSER_APP = {
+  files: {
+    'package.json': packageJson('gpt2-onnx-packed-browser-app'),
+    'check.js': CHECK_BROWSER,
+    'tsconfig.json': tsconfig({ module: 'esnext', moduleResolution: 'bundler', customConditions: ['browser'], lib: ['es2022', 'dom'] }, 'check.js'),
+  },
+  peer: 'onnxruntime-web',
+  absent: 'onnxruntime-node',
 };

@@ -2,8 +2,8 @@
 //                  [--top-p P] [--seed S] [--ignore-eos]
 // The C++ and .NET clients print the same --json object and sample with the same SplitMix64 procedure, so that one
 // seed gives the same ids in all three; without --seed a sampled run draws a fresh random seed.
-import { loadExport } from '../node.js';
 import { UsageError, bigInteger, decimal, integer, numeric, oneFolder, parseCommand } from './args.js';
+import { isMissingPackage, missingPeer } from './peers.js';
 
 /** @type {import('./args.js').OptionSpecs} */
 export const RUN_OPTIONS = {
@@ -44,6 +44,15 @@ export function generateOptions(values) {
   };
 }
 
+/** src/node.js, imported only when `run` runs: onnxruntime-node, which it imports, is an optional peer dependency. */
+async function nodeBuild() {
+  try {
+    return await import('../node.js');
+  } catch (error) {
+    throw isMissingPackage(error, 'onnxruntime-node') ? missingPeer('run', 'onnxruntime-node') : error;
+  }
+}
+
 /**
  * @param {string[]} args  after `run` @param {string} usage  printed for --help
  */
@@ -55,6 +64,7 @@ export async function runCommand(args, usage) {
   if (prompt === undefined) throw new UsageError('run needs --prompt TEXT');
   const options = generateOptions(values);
   const started = performance.now();
+  const { loadExport } = await nodeBuild();
   const model = await loadExport(folder);
   const loaded = performance.now();
   try {

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { readExportManifest } from '../folder.js';
 import { startStaticServer } from '../static_server.js';
 import { UsageError, integer, numeric, oneFolder, parseCommand } from './args.js';
+import { isMissingPackage, missingPeer } from './peers.js';
 
 const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -34,7 +35,13 @@ const LISTEN_ERRORS = {
  * @param {string} name
  */
 function packageDir(name) {
-  let dir = path.dirname(fileURLToPath(import.meta.resolve(name)));
+  let entry;
+  try {
+    entry = import.meta.resolve(name);
+  } catch (error) {
+    throw isMissingPackage(error, name) ? missingPeer('serve-page', name) : error;
+  }
+  let dir = path.dirname(fileURLToPath(entry));
   for (;;) {
     try {
       if (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf-8')).name === name) return dir;
