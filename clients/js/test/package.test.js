@@ -29,8 +29,8 @@ const SHIPPED = [
 ].sort();
 const TSC = path.join(PACKAGE_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const PACKAGE = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf-8'));
-/** What docs/javascript.md tells each application to install beside the tarball. */
-const DOCS = [path.join(REPO_ROOT, 'docs', 'javascript.md')];
+/** What docs/javascript.md and the package's README tell each application to install beside the tarball. */
+const DOCS = [path.join(REPO_ROOT, 'docs', 'javascript.md'), path.join(PACKAGE_ROOT, 'README.md')];
 
 /** The environment of an npm run by an application: none of this process's npm settings or ONNX Runtime flags. */
 function applicationEnv() {
