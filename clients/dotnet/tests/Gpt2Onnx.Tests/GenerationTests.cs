@@ -1,4 +1,5 @@
-// Beam search, stop strings, the logits processors, checkpoint defaults, streaming, cancellation, threads, limits.
+// Beam search, end-of-text, stop strings, the logits processors, checkpoint defaults, streaming, cancellation,
+// threads, limits.
 using System.Text.Json;
 using System.Text.Json.Nodes;
 using Xunit;
@@ -50,6 +51,45 @@ public class GenerationTests
         Assert.Equal("stop", result.FinishReason);
         Assert.Equal(" the", result.Text);
         Assert.Equal(new long[] { 262, 198 }, result.Ids);  // the stop string's tokens are kept
+    }
+
+    [Theory]
+    [MemberData(nameof(Exports))]
+    public void EndOfTextEndsARowKeptInIdsAndLeftOutOfText(string name)
+    {
+        // A copy whose end-of-text is the newline (198), which greedy decoding emits early for most expectation
+        // prompts (manifest.json is not among the files it lists, so the copy still passes the file check). Alone
+        // and in one batch, each row's ids are the expectation's up to and including its first 198 ("eos"; rows
+        // that end are fed padding while the others run on), or all of them ("length").
+        using var copy = new TempExport(name);
+        var manifest = JsonNode.Parse(File.ReadAllText(copy.File("manifest.json")))!;
+        manifest["tokens"]!["eos_token_id"] = 198;
+        File.WriteAllText(copy.File("manifest.json"), manifest.ToJsonString());
+        using Gpt2Model original = Gpt2Model.Open(Fixtures.Folder(name));
+        using Gpt2Model model = Gpt2Model.Open(copy.Path);
+        Assert.Equal(198, model.EndOfTextId);
+        JsonElement[] prompts = [.. Fixtures.Expectations(name).GetProperty("prompts").EnumerateArray()];
+        string[] texts = prompts.Select(p => p.GetProperty("text").GetString()!).ToArray();
+        var options = new GenerationOptions { MaxNewTokens = 16 };
+        IReadOnlyList<GenerationResult> batch = model.GenerateBatch(texts, options);
+        int ended = 0;
+        for (int i = 0; i < prompts.Length; i++)
+        {
+            long[] greedy = Fixtures.Longs(prompts[i].GetProperty("greedy").GetProperty("ids"));
+            int at = Array.IndexOf(greedy, 198L);
+            ended += at >= 0 ? 1 : 0;
+            foreach (GenerationResult r in new[] { model.Generate(texts[i], options), batch[i] })
+            {
+                Assert.Equal(at >= 0 ? greedy[..(at + 1)] : greedy, r.Ids);  // the end-of-text id kept, last
+                Assert.Equal(at >= 0 ? "eos" : "length", r.FinishReason);
+                Assert.Equal(original.Tokenizer.Decode(at >= 0 ? greedy[..at] : greedy), r.Text);  // not in Text
+            }
+        }
+        Assert.NotEqual(0, ended);
+        Assert.Equal(" the", model.Generate(texts[0], options).Text);
+        GenerationResult ignored = model.Generate(texts[0], options with { StopAtEndOfText = false });
+        Assert.Equal(Fixtures.Longs(prompts[0].GetProperty("greedy").GetProperty("ids")), ignored.Ids);
+        Assert.Equal("length", ignored.FinishReason);
     }
 
     [Fact]
