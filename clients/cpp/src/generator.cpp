@@ -40,11 +40,15 @@ void check_prompts(const Manifest& manifest, const std::vector<std::vector<int64
 }  // namespace detail
 
 struct Generator::Impl {
-  Impl(Model::Impl& model, const GenerateOptions& options, int64_t batch, int64_t capacity)
-      : runner(*model.sessions, batch, capacity), select(options) {}
+  Impl(Model::Impl& model, const TokenSelector& row_selector, uint64_t generation_seed, int64_t batch,
+       int64_t capacity)
+      : runner(*model.sessions, batch, capacity),
+        seed(generation_seed),
+        select(static_cast<size_t>(batch), row_selector) {}
 
   detail::KvRunner runner;
-  TokenSelector select;
+  uint64_t seed;                      // every row's SplitMix64 starts from it
+  std::vector<TokenSelector> select;  // (B,): each row draws from its own stream, never from another row's
   std::vector<std::vector<int64_t>> prompts;
   const float* logits = nullptr;  // (B, V), the runner's: what the next tokens are chosen from
   std::vector<int64_t> feed;      // (B,): the tokens of the next decode step
@@ -63,7 +67,12 @@ Generator::Generator(Model& model, std::vector<std::vector<int64_t>> prompts, co
   size_t longest = 0;
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
   const auto capacity = static_cast<int64_t>(longest) + options.max_new_tokens;  // every position it can reach
-  impl_ = std::make_unique<Impl>(m, options, static_cast<int64_t>(prompts.size()), capacity);
+  // One seed per generation, drawn here where it samples without options.seed (a greedy one needs none, and the
+  // benchmark's timed prefill stays free of it). The first TokenSelector refuses bad options before any allocation.
+  const bool sampled = TokenSelector(options, 0).sampled();
+  const uint64_t seed = sampled ? seed_of(options) : options.seed.value_or(0);
+  impl_ = std::make_unique<Impl>(m, TokenSelector(options, seed), seed, static_cast<int64_t>(prompts.size()),
+                                 capacity);
   Impl& g = *impl_;
   g.vocab = m.manifest.vocab_size;
   g.max_new_tokens = options.max_new_tokens;
@@ -85,6 +94,8 @@ Generator::~Generator() = default;
 
 size_t Generator::batch_size() const { return impl_->prompts.size(); }
 
+uint64_t Generator::seed() const { return impl_->seed; }
+
 bool Generator::done() const {
   return std::all_of(impl_->finished.begin(), impl_->finished.end(), [](const auto& f) { return f.has_value(); });
 }
@@ -99,7 +110,7 @@ const std::vector<int64_t>& Generator::next() {
     g.last[row] = -1;
     feed[row] = g.pad;
     if (g.finished[row]) continue;
-    const int64_t id = g.select(logits(row), static_cast<size_t>(g.vocab));  // rows draw in row order
+    const int64_t id = g.select[row](logits(row), static_cast<size_t>(g.vocab));
     g.ids[row].push_back(id);
     g.last[row] = feed[row] = id;
     if (g.eos && id == *g.eos) {

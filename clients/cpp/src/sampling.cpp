@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include "gpt2_onnx/errors.hpp"
@@ -94,7 +95,15 @@ int64_t sample(const float* logits, size_t count, const SamplingSettings& settin
   return order[nucleus - 1];
 }
 
-TokenSelector::TokenSelector(const GenerateOptions& options) {
+uint64_t seed_of(const GenerateOptions& options) {
+  if (options.seed) return *options.seed;
+  std::random_device entropy;  // 32 bits per call
+  return (static_cast<uint64_t>(entropy()) << 32) | static_cast<uint64_t>(entropy());
+}
+
+TokenSelector::TokenSelector(const GenerateOptions& options) : TokenSelector(options, seed_of(options)) {}
+
+TokenSelector::TokenSelector(const GenerateOptions& options, uint64_t seed) : rng_(seed) {
   settings_.temperature = options.temperature.value_or(1.0);
   settings_.top_k = options.top_k.value_or(0);
   settings_.top_p = options.top_p.value_or(1.0);
@@ -109,7 +118,6 @@ TokenSelector::TokenSelector(const GenerateOptions& options) {
   }
   const bool asked = options.temperature || options.top_k || options.top_p || options.seed;
   sampled_ = options.do_sample.value_or(asked) && settings_.temperature != 0;
-  rng_ = SplitMix64(options.seed.value_or(0));
 }
 
 int64_t TokenSelector::operator()(const float* logits, size_t count) {

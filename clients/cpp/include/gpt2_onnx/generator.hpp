@@ -19,6 +19,8 @@ namespace gpt2_onnx {
 class Generator {
  public:
   // Validates the options and prompts (OptionsError, PromptTooLongError), left-pads the batch and runs the prefill.
+  // Sampling: each row draws from its own SplitMix64 started at one seed (options.seed, else a fresh random one), so
+  // that a prompt samples the same ids alone or in a batch.
   // The model must outlive the generator; generators of one model must not run at the same time.
   Generator(Model& model, std::vector<std::vector<int64_t>> prompts, const GenerateOptions& options);
   Generator(Generator&&) noexcept;
@@ -26,6 +28,9 @@ class Generator {
   ~Generator();
 
   size_t batch_size() const;
+  // The seed every row's SplitMix64 starts from: options.seed, else the fresh random one drawn for this sampled
+  // generation (give it as options.seed to sample the same ids again); a greedy one draws none (0).
+  uint64_t seed() const;
   bool done() const;  // every row has ended (end-of-text or max_new_tokens)
   // The logits (V,) the next token of `row` will be chosen from.
   const float* logits(size_t row) const;

@@ -52,7 +52,7 @@ struct GenerateOptions {
   std::optional<double> temperature;  // >= 0, default 1
   std::optional<int> top_k;           // >= 0, 0 = off (the default)
   std::optional<double> top_p;        // in (0, 1], default 1
-  std::optional<uint64_t> seed;       // SplitMix64's initial state, default 0
+  std::optional<uint64_t> seed;       // every row's SplitMix64 initial state; unset: one fresh random seed
 };
 
 }  // namespace gpt2_onnx

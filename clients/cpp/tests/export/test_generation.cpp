@@ -1,5 +1,5 @@
 // Generation on token ids against fixtures/expectations.json, on both committed fixtures (fp32 and int4): greedy ids,
-// first-step top-5 logits, the left-padded batch, end-of-text, and seeded sampling. No tokenizer needed.
+// first-step top-5 logits, the left-padded batch, end-of-text, seeded sampling and the seed rule. No tokenizer needed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,6 +107,51 @@ TEST_P(Generation, ASeedGivesTheSameIdsAndAnotherSeedOthers) {
   EXPECT_EQ(model.generate(prompt, options).ids, first.ids);
   options.seed = 100;
   EXPECT_NE(model.generate(prompt, options).ids, first.ids);
+}
+
+TEST_P(Generation, ASeededPromptSamplesTheSameIdsAloneAndInABatch) {
+  // The seed rule: every row draws from its own SplitMix64 started at the seed, never from another row's draws. The
+  // candidates are bounded (top-k 40, top-p 0.95) so that the padded rows' last-bit logit differences stay far
+  // from any draw's boundary.
+  Model model = open(folder());
+  const auto first = ids(expected().at("prompts")[0].at("ids"));
+  const auto second = ids(expected().at("prompts")[1].at("ids"));  // of another length: the rows are padded
+  ASSERT_NE(first.size(), second.size());
+  GenerateOptions options;
+  options.max_new_tokens = 24;
+  options.temperature = 0.8;
+  options.top_k = 40;
+  options.top_p = 0.95;
+  options.seed = 7;
+  const auto alone_first = model.generate(first, options).ids;
+  const auto alone_second = model.generate(second, options).ids;
+  const auto batch = model.generate(std::vector<std::vector<int64_t>>{first, second, first}, options);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0].ids, alone_first);
+  EXPECT_EQ(batch[1].ids, alone_second);
+  EXPECT_EQ(batch[2].ids, alone_first);  // a prompt twice in one batch: the same seed, the same ids
+  const auto swapped = model.generate(std::vector<std::vector<int64_t>>{second, first}, options);
+  EXPECT_EQ(swapped[0].ids, alone_second);
+  EXPECT_EQ(swapped[1].ids, alone_first);
+}
+
+TEST_P(Generation, WithoutASeedEachGenerationDrawsOneFreshSeed) {
+  // Temperature 1.5 over the whole vocabulary for 24 tokens: two unseeded generations could be equal only if two
+  // fresh 64-bit seeds drew the same 24 tokens (docs/cpp.md gives the odds measured on the fixtures).
+  Model model = open(folder());
+  const auto prompt = ids(expected().at("prompts")[0].at("ids"));
+  GenerateOptions unseeded;
+  unseeded.max_new_tokens = 24;
+  unseeded.temperature = 1.5;
+  EXPECT_NE(model.generate(prompt, unseeded).ids, model.generate(prompt, unseeded).ids);
+  // One seed for the whole generation: every row of a batch starts from it, and it samples the same ids again.
+  Generator generator(model, {prompt, prompt}, unseeded);
+  while (!generator.done()) generator.next();
+  const auto rows = generator.results();
+  EXPECT_EQ(rows[0].ids, rows[1].ids);
+  GenerateOptions again = unseeded;
+  again.seed = generator.seed();
+  EXPECT_EQ(model.generate(prompt, again).ids, rows[0].ids);
 }
 
 TEST_P(Generation, TheGeneratorStepsWhatGenerateReturns) {

@@ -112,6 +112,27 @@ TEST(TokenSelector, DrawsOneUniformPerSampledTokenFromTheSeed) {
   }
 }
 
+TEST(TokenSelector, DrawsFromTheSeedItIsGiven) {
+  const std::vector<float> logits{0.5f, 0.4f, 0.3f, 0.2f};
+  GenerateOptions options;
+  options.temperature = 1.0;  // no options.seed: a Generator passes each row the generation's seed
+  TokenSelector select(options, 77);
+  SplitMix64 rng(77);
+  for (int step = 0; step < 20; ++step) {
+    EXPECT_EQ(select(logits.data(), 4), sample(logits.data(), 4, kFlat, rng.next_uniform())) << "step " << step;
+  }
+}
+
+TEST(SeedOf, IsTheOptionsSeedElseAFreshRandomOne) {
+  GenerateOptions options;
+  options.seed = 0;
+  EXPECT_EQ(seed_of(options), 0u);
+  options.seed = 18446744073709551615ULL;
+  EXPECT_EQ(seed_of(options), 18446744073709551615ULL);
+  options.seed.reset();
+  EXPECT_NE(seed_of(options), seed_of(options));  // two 64-bit draws: equal with probability 2^-64
+}
+
 TEST(TokenSelector, RefusesOptionsOutOfRange) {
   const auto refused = [](GenerateOptions options) { EXPECT_THROW(TokenSelector{options}, OptionsError); };
   GenerateOptions o;
