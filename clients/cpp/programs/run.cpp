@@ -5,6 +5,7 @@
 //                 [--seed S] [--sample] [--ignore-eos] [--json] [--provider cpu|cuda] [--device-id N] [--threads N]
 //
 // Greedy unless --sample or any of --temperature, --top-k, --top-p, --seed is given (temperature 0 is greedy).
+// Sampling without --seed draws from a fresh random seed each run; --seed S gives the same ids every time.
 // Without --json the text streams to stdout as it is generated; with --json one line:
 // {"prompt_ids": [...], "ids": [...], "text": "...", "finish_reason": "eos" | "length", "load_s": .., "tokens_per_s": ..}
 //
@@ -29,8 +30,8 @@ constexpr const char* kUsage =
     "                     [--sample] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
     "                     [--provider cpu|cuda] [--device-id N] [--threads N]\n"
     "  Generates from a gpt2-onnx export folder with the gpt2_onnx C++ library. Greedy unless a sampling flag is\n"
-    "  given. --json prints {\"prompt_ids\", \"ids\", \"text\", \"finish_reason\", \"load_s\", \"tokens_per_s\"};\n"
-    "  otherwise the text streams.\n";
+    "  given; without --seed, sampling draws from a fresh random seed each run. --json prints {\"prompt_ids\",\n"
+    "  \"ids\", \"text\", \"finish_reason\", \"load_s\", \"tokens_per_s\"}; otherwise the text streams.\n";
 
 struct Args {
   std::filesystem::path folder;
