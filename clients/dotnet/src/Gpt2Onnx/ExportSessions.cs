@@ -28,57 +28,30 @@ public sealed class ExportSessions : IDisposable
         int intraOpThreads = 0)
     {
         Manifest = manifest;
-        using var options = new SessionOptions();
-        AddProvider(options, provider, deviceId);
-        if (intraOpThreads > 0)
-        {
-            options.IntraOpNumThreads = intraOpThreads;
-            options.InterOpNumThreads = 1;
-        }
-        // The prefill and decode sessions share the cores: each one's threads spin between a run's operators and stop
-        // as soon as the run returns, instead of spinning on into the other session's next run (docs/generation.md,
-        // "Two sessions never spin against each other"; the same rule as the C++ client).
-        options.AddSessionConfigEntry("session.force_spinning_stop", "1");
-        // Both graphs read the one external weights file beside them (model.onnx.data), unless the sessions take its
-        // tensors from one map of it (the same rule as runtimes/session.py and the C++ client).
-        if (shareWeights && provider == "cpu" && manifest.Precision == "float32" && manifest.WeightsIndex.Count > 0)
-        {
-            SharedWeights = new MappedWeights(Path.Combine(folder, manifest.WeightsFile), manifest.WeightsIndex);
-            SharedWeights.AddTo(options);
-        }
+        Provider = provider;
         try
         {
+            using SessionOptions options = CreateOptions(provider, deviceId, intraOpThreads);
+            // Both graphs read the one external weights file beside them (model.onnx.data), unless the sessions take
+            // its tensors from one map of it (the same rule as runtimes/session.py and the C++ client).
+            if (shareWeights && provider == "cpu" && manifest.Precision == "float32" && manifest.WeightsIndex.Count > 0)
+            {
+                SharedWeights = new MappedWeights(Path.Combine(folder, manifest.WeightsFile), manifest.WeightsIndex);
+                SharedWeights.AddTo(options);
+            }
             Prefill = new InferenceSession(Path.Combine(folder, manifest.Prefill.File), options);
             Decode = new InferenceSession(Path.Combine(folder, manifest.Decode.File), options);
+            (PastNames, PresentNames, KvElementType) = CheckContract(Prefill, Decode, manifest);
         }
         catch
         {
+            // A refusal after the sessions exist (names, KV pairing, types) must not leave them, or the map, open.
+            Decode?.Dispose();
             Prefill?.Dispose();
             SharedWeights?.Dispose();
+            RunOptions.Dispose();
             throw;
         }
-        CheckNames(Prefill, manifest.Prefill);
-        CheckNames(Decode, manifest.Decode);
-
-        PastNames = manifest.Decode.Inputs.Where(n => n is not (InputIds or AttentionMask or PositionIds)).ToArray();
-        PresentNames = manifest.Decode.Outputs.Where(n => n != Logits).ToArray();
-        int expected = 2 * manifest.NLayer;  // a key and a value per layer
-        if (PastNames.Count != expected || PresentNames.Count != expected
-            || !manifest.Prefill.Outputs.Where(n => n != Logits).SequenceEqual(PresentNames))
-        {
-            throw new ExportFolderException(
-                $"manifest.json: the KV inputs and outputs do not pair up over {manifest.NLayer} layers");
-        }
-        KvElementType = Decode.OutputMetadata[PresentNames[0]].ElementDataType;
-        if (Decode.OutputMetadata[Logits].ElementDataType != TensorElementType.Float)
-        {
-            throw new ExportFolderException($"{manifest.Decode.File}: logits must be float32");
-        }
-        if (KvElementType is not (TensorElementType.Float or TensorElementType.Float16))
-        {
-            throw new ExportFolderException($"{manifest.Decode.File}: KV cache of type {KvElementType} is not supported");
-        }
-        Provider = provider;
         _ownsKvMemory = provider == "cuda";
         KvMemory = _ownsKvMemory
             ? new OrtMemoryInfo(OrtMemoryInfo.allocatorCUDA, OrtAllocatorType.DeviceAllocator, deviceId,
@@ -107,6 +80,58 @@ public sealed class ExportSessions : IDisposable
 
     /// <summary>One RunOptions for every decode step of every generation (it holds no per-run state).</summary>
     internal RunOptions RunOptions { get; } = new();
+
+    private static SessionOptions CreateOptions(string provider, int deviceId, int intraOpThreads)
+    {
+        var options = new SessionOptions();
+        try
+        {
+            AddProvider(options, provider, deviceId);
+            if (intraOpThreads > 0)
+            {
+                options.IntraOpNumThreads = intraOpThreads;
+                options.InterOpNumThreads = 1;
+            }
+            // The prefill and decode sessions share the cores: each one's threads spin between a run's operators and
+            // stop as soon as the run returns, instead of spinning on into the other session's next run
+            // (docs/generation.md, "Two sessions never spin against each other"; the same rule as the C++ client).
+            options.AddSessionConfigEntry("session.force_spinning_stop", "1");
+            return options;
+        }
+        catch
+        {
+            options.Dispose();
+            throw;
+        }
+    }
+
+    // The graphs against the manifest: every listed name exists, the KV inputs and outputs pair up over the layers,
+    // logits are float32 and the cache float32 or float16.
+    private static (IReadOnlyList<string> Past, IReadOnlyList<string> Present, TensorElementType Kv) CheckContract(
+        InferenceSession prefill, InferenceSession decode, Manifest manifest)
+    {
+        CheckNames(prefill, manifest.Prefill);
+        CheckNames(decode, manifest.Decode);
+        string[] past = manifest.Decode.Inputs.Where(n => n is not (InputIds or AttentionMask or PositionIds)).ToArray();
+        string[] present = manifest.Decode.Outputs.Where(n => n != Logits).ToArray();
+        int expected = 2 * manifest.NLayer;  // a key and a value per layer
+        if (past.Length != expected || present.Length != expected
+            || !manifest.Prefill.Outputs.Where(n => n != Logits).SequenceEqual(present))
+        {
+            throw new ExportFolderException(
+                $"manifest.json: the KV inputs and outputs do not pair up over {manifest.NLayer} layers");
+        }
+        if (decode.OutputMetadata[Logits].ElementDataType != TensorElementType.Float)
+        {
+            throw new ExportFolderException($"{manifest.Decode.File}: logits must be float32");
+        }
+        TensorElementType kv = decode.OutputMetadata[present[0]].ElementDataType;
+        if (kv is not (TensorElementType.Float or TensorElementType.Float16))
+        {
+            throw new ExportFolderException($"{manifest.Decode.File}: KV cache of type {kv} is not supported");
+        }
+        return (past, present, kv);
+    }
 
     private static void AddProvider(SessionOptions options, string provider, int deviceId)
     {

@@ -91,6 +91,29 @@ public class FolderTests
         Assert.Throws<NotAnExportException>(() => Gpt2Model.Open(copy.Path));
     }
 
+    [Theory]
+    [InlineData("a tensor the graph lacks")]
+    [InlineData("a KV input left out")]
+    public void AManifestTheGraphsDoNotMatchIsRefusedOnceTheSessionsAreOpen(string change)
+    {
+        // The checks that need both sessions (float32: they read one map of the weights) refuse the folder; the
+        // sessions and the map are disposed before the exception leaves ExportSessions.
+        using var copy = new TempExport("pydocs-micro-fp32");
+        JsonNode manifest = JsonNode.Parse(File.ReadAllText(copy.File("manifest.json")))!;
+        JsonArray inputs = manifest["graphs"]!["decode"]!["inputs"]!.AsArray();
+        if (change == "a tensor the graph lacks")
+        {
+            inputs.Add(new JsonObject { ["name"] = "past_key_values.99.key" });
+        }
+        else
+        {
+            inputs.RemoveAt(inputs.Count - 1);
+        }
+        File.WriteAllText(copy.File("manifest.json"), manifest.ToJsonString());
+        var e = Assert.Throws<ExportFolderException>(() => Gpt2Model.Open(copy.Path));
+        Assert.Contains(change == "a tensor the graph lacks" ? "past_key_values.99.key" : "pair up", e.Message);
+    }
+
     [Fact]
     public void ANonExistentFolderIsRefused()
     {
