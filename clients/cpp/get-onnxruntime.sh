@@ -15,12 +15,15 @@
 # ORT_SOURCE=pypi (a Python machine: PyPI and Debian, no dotnet):
 #   third_party/onnxruntime/lib/       libonnxruntime.so.1.<ver> from the PyPI wheel (onnxruntime/capi/), with the
 #                                      libonnxruntime.so.1 and libonnxruntime.so links added here
-#   third_party/onnxruntime/include/   onnxruntime_cxx_api.h and friends from Debian trixie's libonnxruntime-dev
-#                                      (bookworm has none); downloaded with a private apt configuration and
-#                                      unpacked with dpkg-deb, never installed
+#   third_party/onnxruntime/include/   onnxruntime_cxx_api.h and friends from the libonnxruntime-dev of Debian
+#                                      $DEBIAN_SUITE (default trixie; bookworm has none); downloaded with a private
+#                                      apt configuration and unpacked with dpkg-deb, never installed
 #   no onnxruntime-genai: the onnxruntime-genai wheel carries no C headers and Debian has no package, so the
 #   library builds without the text layer there.
-# Both: third_party/nlohmann/include/  nlohmann/json.hpp from Debian's nlohmann-json3-dev, the same private way.
+# Both: third_party/nlohmann/include/  nlohmann/json.hpp: copied from an installed nlohmann-json3-dev
+#                                      (/usr/include/nlohmann), else that package of this machine's own Debian
+#                                      release (bookworm: 3.11.2; $DEBIAN_SUITE where /etc/os-release names none),
+#                                      downloaded the same private way. Only PyPI mode reads $DEBIAN_SUITE otherwise.
 #
 # The library must be at least as new as the headers (a newer library serves every older C API version).
 # The layout (include/, lib/) is that of the official ONNX Runtime release archives, so -DONNXRUNTIME_ROOT can
@@ -30,7 +33,7 @@
 #   PYTHON         a Python with pip (default: python3)
 #   ORT_PACKAGE    onnxruntime (CPU, default) or onnxruntime-gpu (adds the CUDA provider libraries)
 #   ORT_VERSION    wheel version (default 1.31.1)
-#   DEBIAN_SUITE   Debian release to take the headers from (default trixie)
+#   DEBIAN_SUITE   Debian release to take ONNX Runtime's headers from in PyPI mode (default trixie)
 #   DEBIAN_MIRROR  Debian archive URL; default: the one this machine's apt uses for its own release
 #   ORT_SOURCE     nuget, pypi, or auto (default): nuget where dotnet is, else pypi
 #   GENAI_VERSION  Microsoft.ML.OnnxRuntimeGenAI version (default 0.18.0: the newest served that asks for no newer
@@ -153,33 +156,50 @@ trap 'rm -rf "$WORK"' EXIT
 STAGE=$WORK/third_party
 mkdir -p "$STAGE/onnxruntime/lib" "$STAGE/onnxruntime/include" "$STAGE/nlohmann/include"
 
-# 1. Headers: a private apt configuration (own lists, cache, sources) that reads the chosen suite only.
-MIRROR=${DEBIAN_MIRROR:-$(debian_mirror)}
-[ -n "$MIRROR" ] || die "cannot find this machine's Debian mirror in /etc/apt; set DEBIAN_MIRROR"
-[ -f "$KEYRING" ] || die "$KEYRING is missing (apt-get install debian-archive-keyring)"
-APT_DIR=$WORK/apt
-mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/preferences.d" "$WORK/debs"
-echo "deb [signed-by=$KEYRING] $MIRROR $DEBIAN_SUITE main" >"$APT_DIR/sources.list"
-APT_OPTS=(
-  -o "Dir::Etc::SourceList=$APT_DIR/sources.list" -o "Dir::Etc::SourceParts=-"
-  -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache"
-  -o "Dir::Etc::Preferences=$APT_DIR/preferences" -o "Dir::Etc::PreferencesParts=$APT_DIR/preferences.d"
-)
-if [ "$(id -u)" = 0 ]; then
-  APT_OPTS+=(-o "APT::Sandbox::User=root")  # the _apt user cannot write into our private folder
+# 1. Headers. nlohmann/json: the installed nlohmann-json3-dev where there is one, else Debian's package of this
+# machine's own release; ONNX Runtime's (PyPI mode only): $DEBIAN_SUITE's libonnxruntime-dev. What must be
+# downloaded comes through a private apt configuration (own lists, cache, sources) reading only the suites needed.
+OWN_SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+DEBS=()  # package/suite
+if [ -f /usr/include/nlohmann/json.hpp ]; then
+  cp -R /usr/include/nlohmann "$STAGE/nlohmann/include/"
+  echo "nlohmann/json from the installed nlohmann-json3-dev" \
+    "$(dpkg-query -W -f='${Version}' nlohmann-json3-dev 2>/dev/null || echo '(not from a package)')"
+else
+  DEBS+=("nlohmann-json3-dev/${OWN_SUITE:-$DEBIAN_SUITE}")
 fi
-echo "Reading $DEBIAN_SUITE package lists from $MIRROR"
-if ! apt-get "${APT_OPTS[@]}" -qq update >"$WORK/apt-update.log" 2>&1; then
-  cat "$WORK/apt-update.log" >&2
-  die "apt-get update for $DEBIAN_SUITE from $MIRROR failed"
+[ "$ORT_SOURCE" = nuget ] || DEBS+=("libonnxruntime-dev/$DEBIAN_SUITE")
+if [ "${#DEBS[@]}" -gt 0 ]; then
+  MIRROR=${DEBIAN_MIRROR:-$(debian_mirror)}
+  [ -n "$MIRROR" ] || die "cannot find this machine's Debian mirror in /etc/apt; set DEBIAN_MIRROR"
+  [ -f "$KEYRING" ] || die "$KEYRING is missing (apt-get install debian-archive-keyring)"
+  APT_DIR=$WORK/apt
+  mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/preferences.d" "$WORK/debs"
+  SUITES=$(printf '%s\n' "${DEBS[@]}" | sed 's|.*/||' | sort -u)
+  for suite in $SUITES; do
+    echo "deb [signed-by=$KEYRING] $MIRROR $suite main"
+  done >"$APT_DIR/sources.list"
+  APT_OPTS=(
+    -o "Dir::Etc::SourceList=$APT_DIR/sources.list" -o "Dir::Etc::SourceParts=-"
+    -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache"
+    -o "Dir::Etc::Preferences=$APT_DIR/preferences" -o "Dir::Etc::PreferencesParts=$APT_DIR/preferences.d"
+  )
+  if [ "$(id -u)" = 0 ]; then
+    APT_OPTS+=(-o "APT::Sandbox::User=root")  # the _apt user cannot write into our private folder
+  fi
+  echo "Reading the package lists of $(echo $SUITES | sed 's/ /, /g') from $MIRROR for ${DEBS[*]}"
+  if ! apt-get "${APT_OPTS[@]}" -qq update >"$WORK/apt-update.log" 2>&1; then
+    cat "$WORK/apt-update.log" >&2
+    die "apt-get update for $SUITES from $MIRROR failed"
+  fi
+  (cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download "${DEBS[@]}") || die "apt-get download ${DEBS[*]} failed"
+  for deb in "$WORK"/debs/*.deb; do
+    dpkg-deb -x "$deb" "$WORK/root"
+  done
+  if [ ! -f "$STAGE/nlohmann/include/nlohmann/json.hpp" ]; then
+    cp -R "$WORK/root/usr/include/nlohmann" "$STAGE/nlohmann/include/"
+  fi
 fi
-DEBS=(nlohmann-json3-dev)
-[ "$ORT_SOURCE" = nuget ] || DEBS+=(libonnxruntime-dev)
-(cd "$WORK/debs" && apt-get "${APT_OPTS[@]}" -qq download "${DEBS[@]}") || die "apt-get download ${DEBS[*]} failed"
-for deb in "$WORK"/debs/*.deb; do
-  dpkg-deb -x "$deb" "$WORK/root"
-done
-cp -R "$WORK/root/usr/include/nlohmann" "$STAGE/nlohmann/include/"
 if [ "$ORT_SOURCE" = nuget ]; then
   stage_from_nuget
   echo "$STAMP_TEXT" >"$STAGE/.stamp"
