@@ -85,9 +85,11 @@ public sealed class Gpt2Model : IDisposable
     /// Generate uses when no options are passed: <c>Options(new())</c>).</summary>
     public GenerationOptions Options(GenerationOverrides given) => CheckpointDefaults.Resolve(given, out _);
 
-    /// <summary>The logits after the prompt (prefill's last position): (V).</summary>
+    /// <summary>The logits after the prompt (prefill's last position): (V). The prompt may fill all n_positions.
+    /// </summary>
     public float[] FirstStepLogits(long[] promptIds)
     {
+        CheckPrompt(promptIds, 0, newTokens: 0, nameof(promptIds), nameof(promptIds));
         using var runner = new KvRunner(Sessions, promptIds.Length + 1);
         return runner.Prefill(promptIds, Enumerable.Repeat(1L, promptIds.Length).ToArray(), 1);
     }
@@ -171,20 +173,28 @@ public sealed class Gpt2Model : IDisposable
         }
         for (int i = 0; i < prompts.Count; i++)
         {
-            if (prompts[i].Length == 0)
-            {
-                throw new ArgumentException($"prompt {i} is empty: give at least one token", nameof(prompts));
-            }
-            if (prompts[i].Any(id => id < 0 || id >= Manifest.VocabSize))
-            {
-                throw new ArgumentOutOfRangeException(nameof(prompts),
-                    $"prompt {i} holds a token id outside [0, {Manifest.VocabSize})");
-            }
-            if (prompts[i].Length + options.MaxNewTokens > Manifest.NPositions)
-            {
-                throw new ArgumentOutOfRangeException(nameof(options), $"prompt {i} has {prompts[i].Length} tokens; "
-                    + $"with MaxNewTokens {options.MaxNewTokens} that exceeds the model's {Manifest.NPositions} positions");
-            }
+            CheckPrompt(prompts[i], i, options.MaxNewTokens, nameof(prompts), nameof(options));
+        }
+    }
+
+    // One prompt of token ids: not empty, ids inside the vocabulary, and room for newTokens more in n_positions. The
+    // exceptions name the caller's parameters: the prompts', and the one that sets the new tokens (its options).
+    private void CheckPrompt(long[] prompt, int index, int newTokens, string promptParam, string lengthParam)
+    {
+        if (prompt.Length == 0)
+        {
+            throw new ArgumentException($"prompt {index} is empty: give at least one token", promptParam);
+        }
+        if (prompt.Any(id => id < 0 || id >= Manifest.VocabSize))
+        {
+            throw new ArgumentOutOfRangeException(promptParam,
+                $"prompt {index} holds a token id outside [0, {Manifest.VocabSize})");
+        }
+        if (prompt.Length + newTokens > Manifest.NPositions)
+        {
+            string room = newTokens > 0 ? $"with MaxNewTokens {newTokens} that exceeds" : "that exceeds";
+            throw new ArgumentOutOfRangeException(lengthParam,
+                $"prompt {index} has {prompt.Length} tokens; {room} the model's {Manifest.NPositions} positions");
         }
     }
 

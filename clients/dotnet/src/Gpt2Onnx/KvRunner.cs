@@ -87,10 +87,15 @@ public sealed class KvRunner : IDisposable
         {
             throw new InvalidOperationException("a KvRunner prefills once");
         }
-        int width = ids.Length / promptRows;
-        if (width >= _capacity && width > 1)
+        if (promptRows < 1 || ids.Length == 0 || ids.Length % promptRows != 0 || mask.Length != ids.Length)
         {
-            throw new ArgumentOutOfRangeException(nameof(ids), $"{width} tokens fill the cache's {_capacity} positions");
+            throw new ArgumentException($"{promptRows} prompt rows need ids and a mask of (rows, T), T >= 1",
+                nameof(ids));
+        }
+        int width = ids.Length / promptRows;
+        if (width > _capacity)  // a prompt may fill the cache: prefill alone (FirstStepLogits) needs no room after it
+        {
+            throw new ArgumentOutOfRangeException(nameof(ids), $"{width} tokens exceed the cache's {_capacity} positions");
         }
         _rows = rows;
         _first = width;

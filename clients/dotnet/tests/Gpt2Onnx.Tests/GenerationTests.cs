@@ -225,6 +225,29 @@ public class GenerationTests
     }
 
     [Fact]
+    public void FirstStepLogitsTakeAPromptThatFillsTheContextAndRefuseAnEmptyOne()
+    {
+        using Gpt2Model model = Gpt2Model.Open(Fixtures.Folder("pydocs-micro-fp32"));
+        int positions = model.Manifest.NPositions;
+        long[] full = Enumerable.Range(0, positions).Select(i => (long)((i * 7919 + 13) % model.Manifest.VocabSize))
+            .ToArray();
+        float[] logits = model.FirstStepLogits(full);
+        using (var stepper = new KvRunner(model.Sessions))  // the same position reached by a decode step
+        {
+            long[] mask = Enumerable.Repeat(1L, positions - 1).ToArray();
+            stepper.Prefill(full[..^1], mask, 1);
+            float[] stepped = stepper.Step([full[^1]], [.. mask, 1]);
+            Assert.InRange(logits.Zip(stepped, (a, b) => Math.Abs(a - b)).Max(), 0, 1e-3);
+        }
+        var e = Assert.Throws<ArgumentOutOfRangeException>(() => model.FirstStepLogits([.. full, 13]));
+        Assert.Contains($"{positions} positions", e.Message);
+        Assert.Throws<ArgumentException>(() => model.FirstStepLogits([]));
+        Assert.Throws<ArgumentOutOfRangeException>(() => model.FirstStepLogits([model.Manifest.VocabSize]));
+        using var runner = new KvRunner(model.Sessions);
+        Assert.Throws<ArgumentException>(() => runner.Prefill([], [], 1));
+    }
+
+    [Fact]
     public void CudaWithoutCudaIsRefusedWithOneLine()
     {
         var e = Assert.Throws<ProviderUnavailableException>(() =>
