@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The .NET part of .ci/run (where dotnet is), from a clean clone: restore (nuget.org through clients/dotnet/NuGet.config,
-# plus NUGET_SOURCE if set), build with warnings as errors, the xunit tests, dotnet pack, the packed package in a fresh
+# The .NET part of .ci/run (where dotnet is), from a clean clone: restore (the machine's own NuGet sources, plus
+# NUGET_SOURCE if set), build with warnings as errors, the xunit tests, dotnet pack, the packed package in a fresh
 # application, the sample (golden check on both fixtures, --genai, run --json), Native AOT publish + run, and a smoke
 # run of the decode benchmark (its JSON's shape only; timings are the coordinator's benchmark).
-#   NUGET_SOURCE  an extra NuGet feed or package folder (e.g. /opt/nuget/packages)
+#   NUGET_SOURCE  an extra NuGet feed or package folder (e.g. /opt/nuget/packages), added to the machine's sources
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -12,8 +12,8 @@ export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPE
 cd "$HERE"
 ARTIFACTS="$HERE/artifacts"
 rm -rf "$ARTIFACTS"
-SOURCES=()
-[ -z "${NUGET_SOURCE:-}" ] || SOURCES=(--source "$NUGET_SOURCE" --source https://api.nuget.org/v3/index.json)
+SOURCES=()  # never --source: that would replace the machine's configured sources (a mirror, say) instead of adding
+[ -z "${NUGET_SOURCE:-}" ] || SOURCES=(-p:RestoreAdditionalProjectSources="$NUGET_SOURCE")
 step() { echo "== dotnet: $*"; }
 
 step "restore, build (warnings are errors)"
@@ -36,15 +36,15 @@ print(d["text"]); print(" ".join(map(str, d["greedy"]["ids"])))' "$FIXTURES/expe
 CONSUMER=$(mktemp -d)
 trap 'rm -rf "$CONSUMER"' EXIT
 cp tests/PackageConsumer/PackageConsumer.csproj tests/PackageConsumer/Program.cs "$CONSUMER/"
+# The folder dotnet pack wrote, added to the machine's sources (no <clear/>: its own feeds still serve the rest).
 cat > "$CONSUMER/NuGet.config" <<EOF
-<configuration><packageSources><clear />
-  <add key="local" value="$ARTIFACTS/packages" />
-  <add key="nuget.org" value="https://api.nuget.org/v3/index.json" protocolVersion="3" />
+<configuration><packageSources>
+  <add key="gpt2onnx-packed" value="$ARTIFACTS/packages" />
 </packageSources></configuration>
 EOF
 rm -rf "${NUGET_PACKAGES:-$HOME/.nuget/packages}/gpt2onnx/$VERSION"  # this build's package, never a cached one
 { read -r PROMPT; read -r IDS; } < <(expected_ids pydocs-micro-fp32)
-GOT=$(cd "$CONSUMER" && dotnet run -c Release -p:Gpt2OnnxVersion="$VERSION" -- \
+GOT=$(cd "$CONSUMER" && dotnet run -c Release -p:Gpt2OnnxVersion="$VERSION" "${SOURCES[@]}" -- \
   "$FIXTURES/pydocs-micro-fp32" "$PROMPT" 16)
 [ "$GOT" = "$IDS" ] || { echo "consumer: got [$GOT], expected [$IDS]"; exit 1; }
 echo "consumer application on Gpt2Onnx $VERSION: greedy ids equal the expectations ($GOT)"
