@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The .NET part of .ci/run (where dotnet is), from a clean clone: restore (the machine's own NuGet sources, plus
-# NUGET_SOURCE if set), build with warnings as errors, the xunit tests, dotnet pack, the packed package in a fresh
-# application, the sample (golden check on both fixtures, --genai, run --json), Native AOT publish + run, and a smoke
-# run of the decode benchmark (its JSON's shape only; timings are the coordinator's benchmark).
+# NUGET_SOURCE if set), build with warnings as errors, the xunit tests, dotnet pack and what the package holds, the
+# packed package in a fresh application, the sample (golden check on both fixtures, --genai, run --json), Native AOT
+# publish + run, and a smoke run of the decode benchmark (its JSON's shape only; timings are the coordinator's
+# benchmark). Builds are CI builds (ContinuousIntegrationBuild: deterministic, source paths mapped to /_/).
 #   NUGET_SOURCE  an extra NuGet feed or package folder (e.g. /opt/nuget/packages), added to the machine's sources
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -14,19 +15,47 @@ ARTIFACTS="$HERE/artifacts"
 rm -rf "$ARTIFACTS"
 SOURCES=()  # never --source: that would replace the machine's configured sources (a mirror, say) instead of adding
 [ -z "${NUGET_SOURCE:-}" ] || SOURCES=(-p:RestoreAdditionalProjectSources="$NUGET_SOURCE")
+CI_BUILD=(-p:ContinuousIntegrationBuild=true)
 step() { echo "== dotnet: $*"; }
 
 step "restore, build (warnings are errors)"
 dotnet restore Gpt2Onnx.sln "${SOURCES[@]}"
-dotnet build Gpt2Onnx.sln -c Release --no-restore
+dotnet build Gpt2Onnx.sln -c Release --no-restore "${CI_BUILD[@]}"
 
 step "tests"
 dotnet test Gpt2Onnx.sln -c Release --no-build
 
-step "pack"
-dotnet pack src/Gpt2Onnx/Gpt2Onnx.csproj -c Release --no-build -o "$ARTIFACTS/packages"
+step "pack, and what the package holds"
+dotnet pack src/Gpt2Onnx/Gpt2Onnx.csproj -c Release --no-build "${CI_BUILD[@]}" -o "$ARTIFACTS/packages"
 VERSION=$(sed -n 's|.*<Version>\(.*\)</Version>.*|\1|p' src/Gpt2Onnx/Gpt2Onnx.csproj)
-ls "$ARTIFACTS/packages/Gpt2Onnx.$VERSION.nupkg" "$ARTIFACTS/packages/Gpt2Onnx.$VERSION.snupkg"
+NUPKG="$ARTIFACTS/packages/Gpt2Onnx.$VERSION.nupkg"
+SNUPKG="$ARTIFACTS/packages/Gpt2Onnx.$VERSION.snupkg"
+ls "$NUPKG" "$SNUPKG"
+check_package() {  # the nupkg's files and nuspec: README, DLL + XML docs, licence, ONNX Runtime's managed API only
+  local dir="$ARTIFACTS/package-check" f nuspec
+  rm -rf "$dir" && mkdir -p "$dir/nupkg" "$dir/snupkg"
+  unzip -Z1 "$NUPKG" > "$dir/files"
+  unzip -q "$NUPKG" -d "$dir/nupkg" && unzip -q "$SNUPKG" -d "$dir/snupkg"
+  for f in README.md lib/net10.0/Gpt2Onnx.dll lib/net10.0/Gpt2Onnx.xml Gpt2Onnx.nuspec; do
+    grep -qxF "$f" "$dir/files" || { echo "package: $f missing"; return 1; }
+  done
+  [ -f "$dir/snupkg/lib/net10.0/Gpt2Onnx.pdb" ] || { echo "symbols: no lib/net10.0/Gpt2Onnx.pdb"; return 1; }
+  nuspec=$(unzip -p "$NUPKG" Gpt2Onnx.nuspec)
+  grep -qF '<license type="expression">MIT</license>' <<<"$nuspec" || { echo "package: no MIT licence"; return 1; }
+  grep -qF '<readme>README.md</readme>' <<<"$nuspec" || { echo "package: no readme"; return 1; }
+  grep -qF 'id="Microsoft.ML.OnnxRuntime.Managed"' <<<"$nuspec" || { echo "package: no ONNX Runtime API"; return 1; }
+  if grep -qF 'id="Microsoft.ML.OnnxRuntime"' <<<"$nuspec"; then
+    echo "package: depends on the native Microsoft.ML.OnnxRuntime (the application chooses it)"; return 1
+  fi
+  # A CI build maps source paths to /_/: no path of this clone inside the DLL or its PDB.
+  for f in nupkg/lib/net10.0/Gpt2Onnx.dll snupkg/lib/net10.0/Gpt2Onnx.pdb; do
+    [ "$(grep -caF "$ROOT" "$dir/$f")" = 0 ] || { echo "package: $f holds $ROOT"; return 1; }
+  done
+  echo "package: $(wc -l < "$dir/files") files (README.md, lib/net10.0/Gpt2Onnx.dll and .xml), licence MIT," \
+    "depends on $(grep -o 'dependency id="[^"]*"' <<<"$nuspec" | cut -d'"' -f2 | paste -sd' ' -);" \
+    "no path of the clone in the DLL or the PDB"
+}
+check_package
 
 step "the packed package in a fresh application"
 expected_ids() {  # fixtures/expectations.json: the first prompt's greedy ids of export $1, space-separated
@@ -59,7 +88,7 @@ echo "$RUN_JSON"
 
 step "Native AOT: publish the sample and run it"
 dotnet publish samples/Gpt2Onnx.Sample/Gpt2Onnx.Sample.csproj -c Release -r linux-x64 -p:PublishAot=true \
-  "${SOURCES[@]}" -o "$ARTIFACTS/aot" | tail -n 3
+  "${SOURCES[@]}" "${CI_BUILD[@]}" -o "$ARTIFACTS/aot" | tail -n 3
 AOT="$ARTIFACTS/aot/gpt2-onnx-dotnet"
 $AOT check "$FIXTURES/pydocs-micro-int4" | tail -n 1
 AOT_JSON=$($AOT run "$FIXTURES/pydocs-micro-fp32" --prompt "The os module" --max-new-tokens 16 --seed 42 --json)
