@@ -44,8 +44,8 @@ internal sealed class Generation : IDisposable
         _pad = model.PadTokenId;
         _vocab = model.Manifest.VocabSize;
         (long[] ids, long[] mask, int width) = Batching.LeftPad(prompts, _pad);  // (B, T) each
-        ulong seed = options.SeedOrFresh();
-        Rows = prompts.Select(p => new GenerationRow(p, p.Length + options.MaxNewTokens, seed)).ToArray();
+        Seed = options.SeedOrFresh();
+        Rows = prompts.Select(p => new GenerationRow(p, p.Length + options.MaxNewTokens, (ulong)Seed)).ToArray();
         _processors = new LogitsProcessors(options, model.EndOfTextId);
         _sampler = options.DoSample ? new TokenSampler(_vocab) : null;
         _fed = new long[prompts.Count];
@@ -63,6 +63,7 @@ internal sealed class Generation : IDisposable
 
     public GenerationRow[] Rows { get; }
     public bool Done { get; private set; }
+    public long Seed { get; }  // the options' seed, or the fresh one drawn for this call
 
     /// <summary>Chooses one token for every unfinished row (written into <paramref name="chosen"/>, -1 for rows
     /// finished before this step) and, unless every row has now finished, runs the decode step that follows.</summary>

@@ -60,7 +60,7 @@ public sealed record GenerationOptions
 
     /// <summary>The seed a call draws with: <see cref="Seed"/>, else one fresh random seed in [0, 2^63) (the Python
     /// runtime's seed_of).</summary>
-    internal ulong SeedOrFresh() => (ulong)(Seed ?? Random.Shared.NextInt64());
+    internal long SeedOrFresh() => Seed ?? Random.Shared.NextInt64();
 
     /// <summary>"greedy", "sample" or "beam_search".</summary>
     public string Mode => NumBeams > 1 ? "beam_search" : DoSample ? "sample" : "greedy";

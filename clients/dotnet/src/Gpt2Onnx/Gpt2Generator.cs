@@ -23,6 +23,10 @@ public sealed class Gpt2Generator : IDisposable
     /// <summary>True once every row has finished (end-of-text, a stop string, or MaxNewTokens).</summary>
     public bool IsDone => _generation.Done;
 
+    /// <summary>The seed every row samples from: the options' Seed, or the fresh one drawn for this generation where
+    /// Seed is null (giving it as Seed repeats the generation). Greedy ignores it.</summary>
+    public long Seed => _generation.Seed;
+
     /// <summary>Rows in the batch.</summary>
     public int Rows => _last.Length;
 

@@ -27,6 +27,10 @@ public sealed class StreamingGeneration : IDisposable
         _stops = options.Stop;
     }
 
+    /// <summary>The seed the generation samples from: the options' Seed, or the fresh one drawn for it (giving it as
+    /// Seed repeats the stream).</summary>
+    public long Seed => _generation.Seed;
+
     /// <summary>The piece the last successful MoveNext produced.</summary>
     public string Current { get; private set; } = "";
 

@@ -17,7 +17,7 @@ public sealed class TokenChooser
     {
         options.Validate();
         _options = options;
-        _random = new SplitMix64(options.SeedOrFresh());
+        _random = new SplitMix64((ulong)options.SeedOrFresh());
     }
 
     /// <summary>The next token for one row of logits (V).</summary>

@@ -62,6 +62,17 @@ public class SamplingTests
             MaxNewTokens = 32, DoSample = true, Temperature = 1.5, StopAtEndOfText = false,
         };
         Assert.NotEqual(model.Generate(Prompt, options).Ids, model.Generate(Prompt, options).Ids);
+        long[] prompt = model.Tokenizer.Encode(Prompt);
+        using (Gpt2Generator generator = model.CreateGenerator([prompt], options))
+        {
+            while (!generator.IsDone)
+            {
+                generator.Step();
+            }
+            // The fresh seed it drew, given back as Seed, repeats it.
+            Assert.InRange(generator.Seed, 0, long.MaxValue);
+            Assert.Equal(generator.GetResult(0).Ids, model.Generate(Prompt, options with { Seed = generator.Seed }).Ids);
+        }
         float[] logits = [MathF.Log(1), MathF.Log(6), MathF.Log(3)];
         var sampling = new GenerationOptions { DoSample = true };
         long[] draws = Enumerable.Range(0, 64).Select(_ => new TokenChooser(sampling).Choose(logits)).ToArray();
