@@ -5,6 +5,7 @@
 // GPT-2 is a completion model with no chat template: the prompt is the text of every message, in order, joined by
 // one line break, with no role markers (FormatPrompt; replace it with Gpt2ChatClientOptions.PromptFormatter). The
 // reply is the model's continuation of that text.
+using System.Globalization;
 using System.Runtime.CompilerServices;
 using Microsoft.Extensions.AI;
 
@@ -60,16 +61,23 @@ public sealed class Gpt2ChatClient : IChatClient
         {
             MaxNewTokens = options.MaxOutputTokens,
             DoSample = greedy ? false : sampling ? true : null,
-            Temperature = sampling ? options.Temperature : null,
-            TopP = sampling ? options.TopP : null,
+            Temperature = sampling ? AsWritten(options.Temperature) : null,
+            TopP = sampling ? AsWritten(options.TopP) : null,
             TopK = sampling ? options.TopK : null,
             Seed = sampling ? options.Seed : null,
             Stop = options.StopSequences is { Count: > 0 } stops ? [.. stops] : null,
-            FrequencyPenalty = options.FrequencyPenalty,
-            PresencePenalty = options.PresencePenalty,
+            FrequencyPenalty = AsWritten(options.FrequencyPenalty),
+            PresencePenalty = AsWritten(options.PresencePenalty),
         };
         return _model.Options(given);
     }
+
+    /// <summary>A ChatOptions float as the decimal number it was written as: 0.8f becomes 0.8, where widening gives
+    /// 0.800000011920929, whose sampling weights (and top-p cut) differ from those of 0.8 in the other clients and
+    /// in GenerationOptions.</summary>
+    private static double? AsWritten(float? value) => value is float v
+        ? double.Parse(v.ToString("R", CultureInfo.InvariantCulture), CultureInfo.InvariantCulture)
+        : null;
 
     /// <inheritdoc />
     public async Task<ChatResponse> GetResponseAsync(IEnumerable<ChatMessage> messages, ChatOptions? options = null,

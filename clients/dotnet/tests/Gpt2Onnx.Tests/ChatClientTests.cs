@@ -64,8 +64,8 @@ public class ChatClientTests
             FrequencyPenalty = 0.25f, PresencePenalty = 0.5f,
         });
         Assert.True(sampled.DoSample);
-        Assert.Equal((9, 0.5, 0.9f, 20, 3L), (sampled.MaxNewTokens, sampled.Temperature, (float)sampled.TopP,
-            sampled.TopK, sampled.Seed!.Value));
+        Assert.Equal((9, 0.5, 0.9, 20, 3L), (sampled.MaxNewTokens, sampled.Temperature, sampled.TopP,
+            sampled.TopK, sampled.Seed!.Value));  // 0.9f as written, not widened to 0.899999976158142
         Assert.Equal(["\n\n"], sampled.Stop);
         Assert.Equal((0.25, 0.5), (sampled.FrequencyPenalty, sampled.PresencePenalty));
         GenerationOptions greedy = client.ToGenerationOptions(new ChatOptions { Temperature = 0, TopP = 0.5f });
