@@ -28,6 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gpt2_onnx::programs::parse_int;
+using gpt2_onnx::programs::parse_weights;
 using gpt2_onnx::programs::UsageError;
 
 constexpr const char* kUsage =
@@ -108,10 +109,7 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--threads") {
       args.threads = parse_int(value(), arg, 1);
     } else if (arg == "--weights") {
-      const std::string name = value();
-      const auto way = gpt2_onnx::weight_loading_named(name);
-      if (!way) throw UsageError("--weights takes shared, shared-unpacked or per-session, not '" + name + "'");
-      args.weights = *way;
+      args.weights = parse_weights(value(), arg);
     } else if (arg == "--json") {
       args.json = true;
     } else if (!arg.empty() && arg[0] != '-' && args.folder.empty()) {

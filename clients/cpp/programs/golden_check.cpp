@@ -47,12 +47,6 @@ struct Args {
   bool help = false;
 };
 
-gpt2_onnx::WeightLoading weight_loading(const std::string& name) {
-  const auto way = gpt2_onnx::weight_loading_named(name);
-  if (!way) throw UsageError("--weights takes shared, shared-unpacked or per-session, not '" + name + "'");
-  return *way;
-}
-
 Args parse_args(int argc, char** argv) {
   Args args;
   args.model.tokenizer = false;  // token ids only: golden.json has them
@@ -75,7 +69,7 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--no-batch") {
       args.batch = false;
     } else if (arg == "--weights") {
-      args.model.weights = weight_loading(value());
+      args.model.weights = gpt2_onnx::programs::parse_weights(value(), arg);
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option " + arg);
     } else if (args.folder.empty()) {

@@ -44,6 +44,12 @@ uint64_t parse_uint64(const std::string& text, const std::string& option) {
   throw UsageError(option + " takes an integer in [0, 2^64), not '" + text + "'");
 }
 
+WeightLoading parse_weights(const std::string& text, const std::string& option) {
+  const auto way = weight_loading_named(text);
+  if (!way) throw UsageError(option + " takes shared, shared-unpacked or per-session, not '" + text + "'");
+  return *way;
+}
+
 int run_program(const std::string& program, const std::function<int()>& body) {
   const auto fail = [&](const std::string& message, int status) {
     std::cerr << program << ": " << message << "\n";

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpt2_onnx/options.hpp"
+
 namespace gpt2_onnx::programs {
 
 // A bad command line: one line on stderr, exit status 2.
@@ -21,6 +23,8 @@ int parse_int(const std::string& text, const std::string& option, int minimum = 
 double parse_double(const std::string& text, const std::string& option);
 // `text` as an integer in [0, 2^64) for `option`; UsageError otherwise.
 uint64_t parse_uint64(const std::string& text, const std::string& option);
+// `text` as a way of loading the weights (shared, shared-unpacked, per-session) for `option`; UsageError otherwise.
+WeightLoading parse_weights(const std::string& text, const std::string& option);
 
 // main()'s body: run `body` and turn what it throws into one line "PROGRAM: message" on stderr and an exit status:
 // 2 bad arguments or input (usage, options, a folder that is not a sound export, a prompt beyond the context),
