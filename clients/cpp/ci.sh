@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the gpt2_onnx C++ library, its programs and its tests, and run ctest, as CI does:
-#   1. GoogleTest (Debian's libgtest-dev) where it is missing; ONNX Runtime, onnxruntime-genai (NuGet only) and
+#   1. GoogleTest and OpenSSL's headers (Debian's libgtest-dev, libssl-dev) where they are missing; ONNX Runtime, onnxruntime-genai (NuGet only) and
 #      nlohmann/json into clients/cpp/third_party/ (get-onnxruntime.sh; skipped when present)
 #   2. with a Python that has gpt2-onnx (GPT2_ONNX_CPP_FRESH=yes): python -m gpt2_onnx export --model
 #      checkpoints/pydocs-tiny (the trained checkpoint) into clients/cpp/build/export-tiny, and GPT-2-small
@@ -43,17 +43,21 @@ if [ "$FRESH" = no ]; then
   GPT2_ONNX_EXPORT_QUANTIZED=${GPT2_ONNX_EXPORT_QUANTIZED:-$ROOT/fixtures/pydocs-micro-int4}
 fi
 
-# GoogleTest: Debian's libgtest-dev (its CMake package GTest), installed here where it is missing and we may.
+# Debian's libgtest-dev (GoogleTest, its CMake package GTest) and libssl-dev (OpenSSL's libcrypto, the file check's
+# SHA-256), installed here where they are missing and we may.
+MISSING=()
 HAVE_GTEST=no
 for config in /usr/lib/*/cmake/GTest/GTestConfig.cmake /usr/lib/cmake/GTest/GTestConfig.cmake; do
   [ -f "$config" ] && HAVE_GTEST=yes
 done
-if [ "$HAVE_GTEST" = no ]; then
+[ "$HAVE_GTEST" = yes ] || MISSING+=(libgtest-dev)
+[ -f /usr/include/openssl/evp.h ] || MISSING+=(libssl-dev)
+if [ ${#MISSING[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "ci.sh: installing GoogleTest (libgtest-dev)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev >/dev/null
+    echo "ci.sh: installing ${MISSING[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${MISSING[@]}" >/dev/null
   else
-    echo "ci.sh: GoogleTest is missing: apt-get install libgtest-dev (as root)" >&2
+    echo "ci.sh: missing ${MISSING[*]}: apt-get install ${MISSING[*]} (as root)" >&2
     exit 1
   fi
 fi

@@ -1,93 +1,38 @@
 #include "sha256.hpp"
 
-#include <algorithm>
-#include <cstring>
+#include <openssl/evp.h>
+
 #include <fstream>
+#include <stdexcept>
 #include <vector>
 
 #include "gpt2_onnx/errors.hpp"
 
 namespace gpt2_onnx::detail {
-namespace {
 
-// The first 32 bits of the fractional parts of the cube roots of the first 64 primes.
-constexpr std::array<uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-}  // namespace
-
-// The first 32 bits of the fractional parts of the square roots of the first 8 primes.
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::compress(const uint8_t* block) {
-  std::array<uint32_t, 64> w{};  // the message schedule
-  for (int i = 0; i < 16; ++i) {
-    w[i] = uint32_t(block[4 * i]) << 24 | uint32_t(block[4 * i + 1]) << 16 | uint32_t(block[4 * i + 2]) << 8 |
-           uint32_t(block[4 * i + 3]);
+Sha256::Sha256() : context_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+  if (!context_ || EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("OpenSSL could not start a SHA-256 digest");
   }
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  auto [a, b, c, d, e, f, g, h] = state_;
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  const std::array<uint32_t, 8> add{a, b, c, d, e, f, g, h};
-  for (int i = 0; i < 8; ++i) state_[i] += add[i];
 }
 
 void Sha256::update(const void* data, size_t size) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  total_bytes_ += size;
-  while (size > 0) {
-    const size_t take = std::min(size, buffer_.size() - buffered_);
-    std::memcpy(buffer_.data() + buffered_, bytes, take);
-    buffered_ += take;
-    bytes += take;
-    size -= take;
-    if (buffered_ == buffer_.size()) {
-      compress(buffer_.data());
-      buffered_ = 0;
-    }
-  }
+  if (EVP_DigestUpdate(context_.get(), data, size) != 1) throw std::runtime_error("OpenSSL's SHA-256 update failed");
 }
 
 std::string Sha256::hex_digest() {
-  const uint64_t bits = total_bytes_ * 8;
-  const uint8_t one = 0x80, zero = 0;
-  update(&one, 1);
-  while (buffered_ != 56) update(&zero, 1);  // pad to 56 bytes mod 64, then the length in 8 big-endian bytes
-  for (int i = 7; i >= 0; --i) {
-    const auto byte = static_cast<uint8_t>(bits >> (8 * i));
-    update(&byte, 1);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context_.get(), digest, &length) != 1) {
+    throw std::runtime_error("OpenSSL's SHA-256 could not finish");
   }
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (const uint32_t word : state_) {
-    for (int shift = 28; shift >= 0; shift -= 4) hex += digits[(word >> shift) & 0xf];
+  static const char* const hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < length; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
   }
-  return hex;
+  return out;
 }
 
 std::string sha256_of_file(const std::filesystem::path& path) {

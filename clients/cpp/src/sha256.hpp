@@ -1,11 +1,13 @@
-// SHA-256 (FIPS 180-4), to check an export's files against the digests manifest.json states. Internal.
+// SHA-256 through OpenSSL's libcrypto (EVP), to check an export's files against the digests manifest.json states.
+// Internal.
 #pragma once
 
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace gpt2_onnx::detail {
 
@@ -16,11 +18,7 @@ class Sha256 {
   std::string hex_digest();  // 64 lower-case hex digits; the object is spent afterwards
 
  private:
-  void compress(const uint8_t* block);  // one 64-byte block into state_
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_{};
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  std::unique_ptr<evp_md_ctx_st, void (*)(evp_md_ctx_st*)> context_;
 };
 
 // The file's digest, read in 1 MiB chunks. Throws MissingFileError where it cannot be opened.
